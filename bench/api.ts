@@ -1,0 +1,76 @@
+// npm run bench:api — GET /api/me with an API key against a bare Fastify route answering the same JSON,
+// and /healthz latency during a burst of 50 concurrent sign-ins (argon2id at full cost).
+import autocannon from 'autocannon';
+import { percentile, ratioLine, startChild, type Child } from './support.ts';
+
+const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONNECTIONS = 32;
+const TARGET = 0.6;
+
+async function requestsPerSecond(url: string, headers: Record<string, string>): Promise<number> {
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_SECONDS, headers });
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
+  return result.requests.average;
+}
+
+async function post(url: string, body: object, headers: Record<string, string> = {}): Promise<Response> {
+  const origin = new URL(url).origin;
+  return fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', origin, ...headers }, body: JSON.stringify(body) });
+}
+
+async function signedUpWithKey(base: string): Promise<string> {
+  const registered = await post(`${base}/api/auth/register`, { email: 'bench@example.com', password: 'correct horse battery', name: 'Bench' });
+  if (registered.status !== 201) throw new Error(`register: ${registered.status} ${await registered.text()}`);
+  const cookie = String(registered.headers.get('set-cookie')).split(';')[0]!;
+  const created = await post(`${base}/api/keys`, { name: 'bench' }, { cookie });
+  return ((await created.json()) as { key: string }).key;
+}
+
+const serviceModule = new URL('./service.child.ts', import.meta.url).pathname;
+const bareModule = new URL('./bare.child.ts', import.meta.url).pathname;
+
+console.log(`bench/api: ${DURATION_SECONDS} s per run, ${CONNECTIONS} connections, alternating runs`);
+const service: Child = await startChild(serviceModule, { RATE_LIMIT: 'off' });
+const bare: Child = await startChild(bareModule);
+const serviceUrl = `http://127.0.0.1:${service.ready.port}`;
+const bareUrl = `http://127.0.0.1:${bare.ready.port}`;
+const key = await signedUpWithKey(serviceUrl);
+const auth = { authorization: `Bearer ${key}` };
+
+const ours: number[] = [];
+const baseline: number[] = [];
+await requestsPerSecond(`${serviceUrl}/api/me`, auth); // warm-up: JIT, statement cache
+for (let round = 0; round < 2; round++) {
+  baseline.push(await requestsPerSecond(`${bareUrl}/api/me`, {}));
+  ours.push(await requestsPerSecond(`${serviceUrl}/api/me`, auth));
+}
+const bestOurs = Math.max(...ours);
+const bestBaseline = Math.max(...baseline);
+console.log(`  bare Fastify route:            ${baseline.map(Math.round).join(', ')} req/s`);
+console.log(`  GET /api/me with an API key:   ${ours.map(Math.round).join(', ')} req/s`);
+console.log(`  ${ratioLine('GET /api/me (API key)', bestOurs, bestBaseline, TARGET)}`);
+await bare.stop();
+
+// 50 concurrent sign-ins (real argon2id cost) while /healthz is asked one request at a time.
+const healthz: number[] = [];
+let burstDone = false;
+const probe = (async () => {
+  while (!burstDone) {
+    const started = performance.now();
+    const response = await fetch(`${serviceUrl}/healthz`);
+    await response.text();
+    healthz.push(performance.now() - started);
+  }
+})();
+const burstStarted = performance.now();
+const signIns = await Promise.all(
+  Array.from({ length: 50 }, () => post(`${serviceUrl}/api/auth/login`, { email: 'bench@example.com', password: 'correct horse battery' }).then((r) => r.status)),
+);
+const burstMs = performance.now() - burstStarted;
+burstDone = true;
+await probe;
+const p99 = percentile(healthz, 99);
+const allSignedIn = signIns.every((status) => status === 200);
+console.log(`  50 concurrent sign-ins took ${Math.round(burstMs)} ms (${allSignedIn ? 'all 200' : `statuses ${[...new Set(signIns)].join(',')}`});`);
+console.log(`    /healthz meanwhile: ${healthz.length} requests, p50 ${percentile(healthz, 50).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms (target ≤ 50) ${p99 <= 50 && allSignedIn ? 'PASS' : 'BELOW TARGET'}`);
+await service.stop();

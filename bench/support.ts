@@ -1,0 +1,66 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** Wall-clock milliseconds with sub-millisecond precision, comparable across processes on one machine. */
+export function epochNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface Child {
+  process: ChildProcess;
+  /** The first message the child sent: its readiness report. */
+  ready: Record<string, unknown>;
+  request<T>(message: object): Promise<T>;
+  stop(): Promise<void>;
+}
+
+/** Forks a TypeScript module with Node 24 and talks to it over IPC (one request at a time). */
+export async function startChild(modulePath: string, env: Record<string, string> = {}): Promise<Child> {
+  const child = fork(modulePath, [], { execPath: process.execPath, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // A benchmark that fails must not leave its servers running.
+  process.once('exit', () => child.kill('SIGKILL'));
+  const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    child.once('message', (message) => resolve(message as Record<string, unknown>));
+    child.once('exit', (code) => reject(new Error(`${modulePath} exited with ${code}`)));
+  });
+  return {
+    process: child,
+    ready,
+    request: <T>(message: object) =>
+      new Promise<T>((resolve) => {
+        child.once('message', (answer) => resolve(answer as T));
+        child.send(message);
+      }),
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
+}
+
+/** A fresh Postgres schema for one benchmark run, dropped afterwards. */
+export async function postgresSchema(url: string): Promise<{ schema: string; drop(): Promise<void> }> {
+  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  const admin = async (text: string) => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    await client.query(text);
+    await client.end();
+  };
+  await admin(`create schema ${schema}`);
+  return { schema, drop: () => admin(`drop schema ${schema} cascade`) };
+}
+
+export function ratioLine(label: string, value: number, baseline: number, target: number): string {
+  const ratio = value / baseline;
+  return `${label}: ${ratio.toFixed(2)} of the baseline (target ≥ ${target}) ${ratio >= target ? 'PASS' : 'BELOW TARGET'}`;
+}

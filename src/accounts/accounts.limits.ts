@@ -1,0 +1,46 @@
+import type { Deps } from '../shared/deps.ts';
+import { HOUR, MINUTE } from '../shared/clock.ts';
+import { allows, enforce, type Limit } from '../rate-limits/rate-limiter.ts';
+
+/** CONTRACT 4. Counted whether or not the account exists, so limits reveal nothing. */
+export const LIMITS = {
+  signInPerEmail: { max: 10, windowMs: 15 * MINUTE },
+  signInPerIp: { max: 100, windowMs: 15 * MINUTE },
+  signUpPerEmail: { max: 5, windowMs: HOUR },
+  signUpPerIp: { max: 20, windowMs: HOUR },
+  mailPerEmail: { max: 5, windowMs: HOUR },
+  /** Not in the contract: stops one client from mailing many strangers through `forgot`. */
+  resetMailPerIp: { max: 20, windowMs: HOUR },
+} satisfies Record<string, Limit>;
+
+/** @throws AppError 429 */
+export async function enforceSignInLimits(deps: Deps, email: string, ip: string): Promise<void> {
+  if (!deps.config.rateLimit) return;
+  await enforce(deps.db, [
+    { key: `sign-in:email:${email}`, limit: LIMITS.signInPerEmail },
+    { key: `sign-in:ip:${ip}`, limit: LIMITS.signInPerIp },
+  ], deps.clock.now());
+}
+
+/** @throws AppError 429 */
+export async function enforceSignUpLimits(deps: Deps, email: string, ip: string): Promise<void> {
+  if (!deps.config.rateLimit) return;
+  await enforce(deps.db, [
+    { key: `sign-up:email:${email}`, limit: LIMITS.signUpPerEmail },
+    { key: `sign-up:ip:${ip}`, limit: LIMITS.signUpPerIp },
+  ], deps.clock.now());
+}
+
+/** @throws AppError 429 */
+export async function enforceVerificationMailLimit(deps: Deps, email: string): Promise<void> {
+  if (!deps.config.rateLimit) return;
+  await enforce(deps.db, [{ key: `mail:email:${email}`, limit: LIMITS.mailPerEmail }], deps.clock.now());
+}
+
+export async function resetMailAllowed(deps: Deps, email: string, ip: string): Promise<boolean> {
+  if (!deps.config.rateLimit) return true;
+  return allows(deps.db, [
+    { key: `mail:email:${email}`, limit: LIMITS.mailPerEmail },
+    { key: `reset-mail:ip:${ip}`, limit: LIMITS.resetMailPerIp },
+  ], deps.clock.now());
+}

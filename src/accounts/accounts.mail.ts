@@ -1,0 +1,45 @@
+import type { MailMessage } from '../mail/mailer.ts';
+
+interface Recipient {
+  email: string;
+  name: string;
+}
+
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+function compose(to: Recipient, subject: string, lines: string[], link?: { url: string; label: string }): MailMessage {
+  const text = [`Hello ${to.name},`, '', ...lines, ...(link ? ['', link.url] : []), '', '— Machine Platform'].join('\n');
+  const html = [
+    `<p>Hello ${escapeHtml(to.name)},</p>`,
+    ...lines.map((line) => `<p>${escapeHtml(line)}</p>`),
+    ...(link ? [`<p><a href="${escapeHtml(link.url)}">${escapeHtml(link.label)}</a></p>`] : []),
+    '<p>— Machine Platform</p>',
+  ].join('\n');
+  return { to: to.email, subject, text, html };
+}
+
+export function verificationMail(publicUrl: string, to: Recipient, token: string): MailMessage {
+  return compose(
+    to,
+    'Confirm your email address',
+    ['Confirm your email address by opening the link below. It works once and expires in 24 hours.', 'If you did not create an account, ignore this mail.'],
+    { url: `${publicUrl}/verify-email?token=${encodeURIComponent(token)}`, label: 'Confirm email address' },
+  );
+}
+
+export function passwordResetMail(publicUrl: string, to: Recipient, token: string): MailMessage {
+  return compose(
+    to,
+    'Reset your password',
+    ['Someone asked to reset the password of your account. Open the link below to choose a new one. It works once and expires in 1 hour.', 'If it was not you, ignore this mail: your password stays as it is.'],
+    { url: `${publicUrl}/reset-password?token=${encodeURIComponent(token)}`, label: 'Choose a new password' },
+  );
+}
+
+export function passwordChangedMail(publicUrl: string, to: Recipient, how: 'changed' | 'reset', at: string): MailMessage {
+  return compose(to, 'Your password was changed', [
+    `The password of your account was ${how} at ${at} (UTC), and every other session was signed out.`,
+    `If this was not you, reset your password now at ${publicUrl}/forgot-password and review your API keys.`,
+  ]);
+}

@@ -1,0 +1,63 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.ts';
+import { prepared } from '../db/prepared.ts';
+import { toIso } from '../shared/clock.ts';
+import type { AccountsTable } from './accounts.tables.ts';
+
+export interface Account {
+  id: string;
+  email: string;
+  name: string;
+  emailVerified: boolean;
+  createdAt: string;
+}
+
+export interface AccountWithPassword extends Account {
+  passwordHash: string;
+}
+
+function toAccount(row: AccountsTable): AccountWithPassword {
+  return {
+    id: row.id,
+    email: row.email,
+    name: row.name,
+    emailVerified: row.email_verified_at !== null,
+    createdAt: toIso(row.created_at),
+    passwordHash: row.password_hash,
+  };
+}
+
+export async function findAccountByEmail(db: Kysely<DB>, email: string): Promise<AccountWithPassword | undefined> {
+  const row = await db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
+  return row && toAccount(row);
+}
+
+const accountById = prepared(1, (db, id: string) => db.selectFrom('accounts').selectAll().where('id', '=', id));
+
+export async function findAccountById(db: Kysely<DB>, id: string): Promise<AccountWithPassword | undefined> {
+  const row = await accountById.executeTakeFirst(db, id);
+  return row && toAccount(row);
+}
+
+export async function insertAccount(db: Kysely<DB>, row: AccountsTable): Promise<AccountWithPassword> {
+  await db.insertInto('accounts').values(row).execute();
+  return toAccount(row);
+}
+
+export async function updatePasswordHash(db: Kysely<DB>, id: string, passwordHash: string, now: number): Promise<void> {
+  await db.updateTable('accounts').set({ password_hash: passwordHash, updated_at: now }).where('id', '=', id).execute();
+}
+
+export async function markEmailVerified(db: Kysely<DB>, id: string, now: number): Promise<void> {
+  await db
+    .updateTable('accounts')
+    .set({ email_verified_at: now, updated_at: now })
+    .where('id', '=', id)
+    .where('email_verified_at', 'is', null)
+    .execute();
+}
+
+/** Strips what must never leave the service. */
+export function publicAccount({ passwordHash: _hash, ...account }: AccountWithPassword): Account {
+  return account;
+}

@@ -1,0 +1,152 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { accountIdOf, sessionOf } from '../http/auth.ts';
+import { notFound } from '../http/errors.ts';
+import { ListQuerySchema, pageSchema, toPage, DEFAULT_PAGE_SIZE } from '../http/pagination.ts';
+import { IdParamsSchema, OkSchema, responses } from '../http/schemas.ts';
+import { hashToken } from '../shared/secrets.ts';
+import { publicAccount } from './accounts.repository.ts';
+import {
+  AccountResponse,
+  ChangePasswordBody,
+  ForgotBody,
+  RegisterBody,
+  ResetBody,
+  SessionSchema,
+  SignInBody,
+  TokenBody,
+} from './accounts.schemas.ts';
+import {
+  changePassword,
+  confirmEmail,
+  getAccount,
+  register,
+  requestEmailConfirmation,
+  resetPassword,
+  sendEmailConfirmation,
+  sendPasswordChangedNotice,
+  sendPasswordReset,
+  signIn,
+} from './accounts.service.ts';
+import { deleteSession, deleteSessionByTokenHash } from './sessions.repository.ts';
+import { clearSessionCookie, clientInfo, listSessions, readSessionCookie, setSessionCookie } from './sessions.service.ts';
+
+const tags = ['accounts'];
+
+export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { deps } = app;
+
+  app.post('/api/auth/register', {
+    config: { auth: 'none' },
+    schema: { tags, summary: 'Create an account and sign in; sends a confirmation mail', body: RegisterBody, response: responses({ 201: AccountResponse }) },
+  }, async (request, reply) => {
+    const { account, sessionToken, verificationToken } = await register(deps, request.body, clientInfo(request));
+    setSessionCookie(reply, deps.config, sessionToken);
+    reply.afterResponse('confirmation mail', () => sendEmailConfirmation(deps, account, verificationToken));
+    return reply.code(201).send({ account });
+  });
+
+  app.post('/api/auth/login', {
+    config: { auth: 'none' },
+    schema: { tags, summary: 'Sign in; sets the session cookie', body: SignInBody, response: responses({ 200: AccountResponse }) },
+  }, async (request, reply) => {
+    const { account, sessionToken } = await signIn(deps, request.body, clientInfo(request));
+    setSessionCookie(reply, deps.config, sessionToken);
+    return { account };
+  });
+
+  app.post('/api/auth/logout', {
+    config: { auth: 'none' },
+    schema: { tags, summary: 'Sign out this session', response: responses({ 204: Type.Null() }) },
+  }, async (request, reply) => {
+    const token = readSessionCookie(request);
+    if (token !== undefined) await deleteSessionByTokenHash(deps.db, hashToken(token));
+    clearSessionCookie(reply, deps.config);
+    return reply.code(204).send(null);
+  });
+
+  app.post('/api/auth/verify', {
+    config: { auth: 'none' },
+    schema: { tags, summary: 'Confirm the email address with the token from the emailed link', body: TokenBody, response: responses({ 200: OkSchema }) },
+  }, async (request) => {
+    await confirmEmail(deps, request.body.token);
+    return { ok: true as const };
+  });
+
+  app.post('/api/auth/forgot', {
+    config: { auth: 'none' },
+    schema: {
+      tags,
+      summary: 'Email a password-reset link',
+      description: 'Always answers {"ok": true}, at once, whether or not the address has an account.',
+      body: ForgotBody,
+      response: responses({ 200: OkSchema }),
+    },
+  }, async (request, reply) => {
+    const { email } = request.body;
+    const ip = request.ip;
+    reply.afterResponse('password reset mail', () => sendPasswordReset(deps, email, ip));
+    return { ok: true as const };
+  });
+
+  app.post('/api/auth/reset', {
+    config: { auth: 'none' },
+    schema: {
+      tags,
+      summary: 'Set a new password from the emailed link; signs out every session and signs the caller in',
+      body: ResetBody,
+      response: responses({ 200: AccountResponse }),
+    },
+  }, async (request, reply) => {
+    const { account, sessionToken } = await resetPassword(deps, request.body, clientInfo(request));
+    setSessionCookie(reply, deps.config, sessionToken);
+    reply.afterResponse('password notice', () => sendPasswordChangedNotice(deps, account, 'reset'));
+    return { account };
+  });
+
+  app.get('/api/me', {
+    schema: { tags, summary: 'The signed-in account', response: responses({ 200: AccountResponse }) },
+  }, async (request) => {
+    // An API key arrives with its owner's fields, read (or cached) with the key itself.
+    if (request.principal?.kind === 'api_key') return { account: request.principal.account };
+    return { account: publicAccount(await getAccount(deps.db, accountIdOf(request))) };
+  });
+
+  app.post('/api/me/verify-email', {
+    schema: { tags, summary: 'Send a new confirmation mail', response: responses({ 202: OkSchema }) },
+  }, async (request, reply) => {
+    const issued = await requestEmailConfirmation(deps, accountIdOf(request));
+    if (issued !== null) reply.afterResponse('confirmation mail', () => sendEmailConfirmation(deps, issued.account, issued.token));
+    return reply.code(202).send({ ok: true as const });
+  });
+
+  app.post('/api/me/password', {
+    config: { auth: 'session' },
+    schema: {
+      tags,
+      summary: 'Change the password; signs out every other session and sends a security notice',
+      body: ChangePasswordBody,
+      response: responses({ 200: OkSchema }),
+    },
+  }, async (request, reply) => {
+    const { accountId, sessionId } = sessionOf(request);
+    const account = await changePassword(deps, accountId, sessionId, request.body, request.ip);
+    reply.afterResponse('password notice', () => sendPasswordChangedNotice(deps, account, 'changed'));
+    return { ok: true as const };
+  });
+
+  app.get('/api/me/sessions', {
+    schema: { tags, summary: "The account's signed-in sessions", querystring: ListQuerySchema, response: responses({ 200: pageSchema(SessionSchema) }) },
+  }, async (request) => {
+    const limit = request.query.limit ?? DEFAULT_PAGE_SIZE;
+    const current = request.principal?.kind === 'session' ? request.principal.sessionId : null;
+    return toPage(await listSessions(deps.db, accountIdOf(request), current, limit + 1, request.query.cursor), limit);
+  });
+
+  app.delete('/api/me/sessions/:id', {
+    schema: { tags, summary: 'Sign out one session', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
+  }, async (request, reply) => {
+    if (!(await deleteSession(deps.db, accountIdOf(request), request.params.id))) throw notFound('The session');
+    return reply.code(204).send(null);
+  });
+};

@@ -1,0 +1,45 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.ts';
+import type { EmailTokenPurpose } from './accounts.tables.ts';
+
+export async function insertEmailToken(
+  db: Kysely<DB>,
+  row: { tokenHash: string; accountId: string; purpose: EmailTokenPurpose; expiresAt: number; now: number },
+): Promise<void> {
+  await db
+    .insertInto('email_tokens')
+    .values({ token_hash: row.tokenHash, account_id: row.accountId, purpose: row.purpose, expires_at: row.expiresAt, used_at: null, created_at: row.now })
+    .execute();
+}
+
+/**
+ * Marks the token used and returns its account, in one statement: of two
+ * concurrent uses exactly one gets the account back.
+ */
+export async function consumeEmailToken(db: Kysely<DB>, tokenHash: string, purpose: EmailTokenPurpose, now: number): Promise<string | undefined> {
+  const row = await db
+    .updateTable('email_tokens')
+    .set({ used_at: now })
+    .where('token_hash', '=', tokenHash)
+    .where('purpose', '=', purpose)
+    .where('used_at', 'is', null)
+    .where('expires_at', '>', now)
+    .returning('account_id')
+    .executeTakeFirst();
+  return row?.account_id;
+}
+
+/** Retires every unused token of one purpose, so an older emailed link cannot be used after a newer action. */
+export async function retireEmailTokens(db: Kysely<DB>, accountId: string, purpose: EmailTokenPurpose, now: number): Promise<void> {
+  await db
+    .updateTable('email_tokens')
+    .set({ used_at: now })
+    .where('account_id', '=', accountId)
+    .where('purpose', '=', purpose)
+    .where('used_at', 'is', null)
+    .execute();
+}
+
+export async function deleteSpentEmailTokens(db: Kysely<DB>, now: number): Promise<void> {
+  await db.deleteFrom('email_tokens').where((eb) => eb.or([eb('expires_at', '<', now), eb('used_at', 'is not', null)])).execute();
+}

@@ -1,0 +1,41 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.ts';
+import type { SessionsTable } from './accounts.tables.ts';
+
+export async function insertSession(db: Kysely<DB>, row: SessionsTable): Promise<void> {
+  await db.insertInto('sessions').values(row).execute();
+}
+
+export async function findSessionByTokenHash(db: Kysely<DB>, tokenHash: string): Promise<SessionsTable | undefined> {
+  return db.selectFrom('sessions').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+}
+
+export async function touchSession(db: Kysely<DB>, id: string, now: number): Promise<void> {
+  await db.updateTable('sessions').set({ last_seen_at: now }).where('id', '=', id).execute();
+}
+
+export async function listSessionRows(db: Kysely<DB>, accountId: string, limit: number, before: string | undefined): Promise<SessionsTable[]> {
+  let query = db.selectFrom('sessions').selectAll().where('account_id', '=', accountId);
+  if (before !== undefined) query = query.where('id', '<', before);
+  return query.orderBy('id', 'desc').limit(limit).execute();
+}
+
+export async function deleteSession(db: Kysely<DB>, accountId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('sessions').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+export async function deleteSessionByTokenHash(db: Kysely<DB>, tokenHash: string): Promise<void> {
+  await db.deleteFrom('sessions').where('token_hash', '=', tokenHash).execute();
+}
+
+/** Signs out every session of the account, except `keepId` when given. */
+export async function deleteSessionsOfAccount(db: Kysely<DB>, accountId: string, keepId?: string): Promise<void> {
+  let query = db.deleteFrom('sessions').where('account_id', '=', accountId);
+  if (keepId !== undefined) query = query.where('id', '!=', keepId);
+  await query.execute();
+}
+
+export async function deleteIdleSessions(db: Kysely<DB>, lastSeenBefore: number): Promise<void> {
+  await db.deleteFrom('sessions').where('last_seen_at', '<', lastSeenBefore).execute();
+}

@@ -1,0 +1,40 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.ts';
+import { prepared } from '../db/prepared.ts';
+import type { ApiKeysTable } from './api-keys.tables.ts';
+
+export async function insertApiKey(db: Kysely<DB>, row: ApiKeysTable): Promise<void> {
+  await db.insertInto('api_keys').values(row).execute();
+}
+
+const keyByTokenHash = prepared(1, (db, tokenHash: string) =>
+  db
+    .selectFrom('api_keys as k')
+    .innerJoin('accounts as a', 'a.id', 'k.account_id')
+    .select(['k.id', 'k.account_id', 'k.last_used_at', 'a.email', 'a.name', 'a.email_verified_at', 'a.created_at'])
+    .where('k.token_hash', '=', tokenHash),
+);
+
+/** The key and its owner's public fields, in one read. */
+export async function findApiKeyByTokenHash(db: Kysely<DB>, tokenHash: string) {
+  return keyByTokenHash.executeTakeFirst(db, tokenHash);
+}
+
+export async function listApiKeyRows(db: Kysely<DB>, accountId: string, limit: number, before: string | undefined) {
+  let query = db
+    .selectFrom('api_keys')
+    .select(['id', 'name', 'prefix', 'created_at', 'last_used_at'])
+    .where('account_id', '=', accountId);
+  if (before !== undefined) query = query.where('id', '<', before);
+  return query.orderBy('id', 'desc').limit(limit).execute();
+}
+
+/** Deletes the key; the caller announces the revocation to every process's cache. */
+export async function deleteApiKey(db: Kysely<DB>, accountId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('api_keys').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+export async function recordApiKeyUse(db: Kysely<DB>, id: string, now: number): Promise<void> {
+  await db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', id).execute();
+}

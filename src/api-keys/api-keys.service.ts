@@ -1,0 +1,98 @@
+import type { FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.ts';
+import type { Principal } from '../http/auth.ts';
+import { MINUTE, toIso, toIsoOrNull } from '../shared/clock.ts';
+import { newId } from '../shared/ids.ts';
+import { generateToken, hashToken, isWellFormedToken } from '../shared/secrets.ts';
+import { inTransaction } from '../db/transaction.ts';
+import { notFound } from '../http/errors.ts';
+import type { Deps } from '../shared/deps.ts';
+import { announce } from '../shared/signals.ts';
+import { deleteApiKey, findApiKeyByTokenHash, insertApiKey, listApiKeyRows, recordApiKeyUse } from './api-keys.repository.ts';
+
+/** CONTRACT 5: lastUsedAt is written at most once a minute per key. */
+const LAST_USED_RESOLUTION_MS = MINUTE;
+const PREFIX_LENGTH = 8;
+
+export interface ApiKeyView {
+  id: string;
+  name: string;
+  prefix: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
+
+export interface CreatedApiKey {
+  id: string;
+  name: string;
+  key: string;
+  createdAt: string;
+}
+
+/** The key itself is in this answer only; the database keeps its SHA-256. */
+export async function createApiKey(db: Kysely<DB>, accountId: string, name: string, now: number): Promise<CreatedApiKey> {
+  const key = generateToken('tmk_');
+  const id = newId('key', now);
+  await insertApiKey(db, {
+    id,
+    account_id: accountId,
+    name,
+    prefix: key.slice(0, PREFIX_LENGTH),
+    token_hash: hashToken(key),
+    created_at: now,
+    last_used_at: null,
+  });
+  return { id, name, key, createdAt: toIso(now) };
+}
+
+export async function listApiKeys(db: Kysely<DB>, accountId: string, limit: number, cursor: string | undefined): Promise<ApiKeyView[]> {
+  const rows = await listApiKeyRows(db, accountId, limit, cursor);
+  return rows.map((row) => ({
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    createdAt: toIso(row.created_at),
+    lastUsedAt: toIsoOrNull(row.last_used_at),
+  }));
+}
+
+/** Bearer authenticator for `tmk_` tokens. A malformed key is refused without a lookup. */
+export async function authenticateApiKey(request: FastifyRequest, token: string): Promise<Principal | null> {
+  if (!isWellFormedToken(token, 'tmk_')) return null;
+  const { db, clock, apiKeyCache } = request.server.deps;
+  const tokenHash = hashToken(token);
+  let now = clock.now();
+  let key = apiKeyCache.get(tokenHash, now);
+  if (key === undefined) {
+    const startedAt = apiKeyCache.begin();
+    const row = await findApiKeyByTokenHash(db, tokenHash);
+    if (row === undefined) return null;
+    key = {
+      id: row.id,
+      accountId: row.account_id,
+      lastUsedAt: row.last_used_at,
+      account: { id: row.account_id, email: row.email, name: row.name, emailVerified: row.email_verified_at !== null, createdAt: toIso(row.created_at) },
+    };
+    now = clock.now();
+    apiKeyCache.remember(tokenHash, key, now, startedAt);
+  }
+  if (key.lastUsedAt === null || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS) {
+    key.lastUsedAt = now;
+    await recordApiKeyUse(db, key.id, now);
+  }
+  return { kind: 'api_key', accountId: key.accountId, apiKeyId: key.id, account: key.account };
+}
+
+/**
+ * Deletes the key and tells every process: it fails at once.
+ * @throws AppError 404 unknown key (or another account's).
+ */
+export async function revokeApiKey(deps: Deps, accountId: string, id: string): Promise<void> {
+  const deleted = await inTransaction(deps.db, async (tx) => {
+    const removed = await deleteApiKey(tx.db, accountId, id);
+    if (removed) await announce(deps.signals, tx, `api-key:${id}`);
+    return removed;
+  });
+  if (!deleted) throw notFound('The API key');
+}

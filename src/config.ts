@@ -1,0 +1,198 @@
+import { resolve } from 'node:path';
+
+export type Role = 'api' | 'worker' | 'all';
+
+export interface PasswordHashCost {
+  /** argon2id memory in KiB */
+  memoryKiB: number;
+  passes: number;
+  parallelism: number;
+}
+
+export interface WebhookConfig {
+  timeoutMs: number;
+  retryDelaysMs: readonly number[];
+  maxAttempts: number;
+  allowPrivateTargets: boolean;
+}
+
+export interface MachinesConfig {
+  /** The machine provider; `simulated` (built in) executes nothing. */
+  provider: 'simulated';
+  /** How long the simulated provider takes to boot a machine. */
+  bootMs: number;
+  /** How often the worker looks for due boots, expiries, schedules, runs and pool refills. */
+  workerIntervalMs: number;
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  /** The service's own origin, without a trailing slash, e.g. `http://localhost:3000`. */
+  publicUrl: string;
+  /** True when PUBLIC_URL is https: cookies become `__Host-` and `Secure`. */
+  secureCookies: boolean;
+  databaseUrl: string;
+  smtpUrl: string | null;
+  mailDir: string;
+  role: Role;
+  trustProxy: boolean;
+  rateLimit: boolean;
+  logLevel: string;
+  webhook: WebhookConfig;
+  machines: MachinesConfig;
+  passwordHashCost: PasswordHashCost;
+}
+
+/** OWASP's minimum for argon2id: m=19 MiB, t=2, p=1. */
+export const DEFAULT_PASSWORD_HASH_COST: PasswordHashCost = { memoryKiB: 19 * 1024, passes: 2, parallelism: 1 };
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Reads and validates the environment once.
+ * @throws ConfigError naming the first bad variable.
+ */
+export function loadConfig(env: Env = process.env): Readonly<Config> {
+  const port = parsePort(env.PORT);
+  const publicUrl = parsePublicUrl(env.PUBLIC_URL ?? `http://localhost:${port}`);
+  const config: Config = {
+    port,
+    host: nonEmpty('HOST', env.HOST ?? '127.0.0.1'),
+    publicUrl,
+    secureCookies: publicUrl.startsWith('https:'),
+    databaseUrl: parseDatabaseUrl(env.DATABASE_URL ?? 'sqlite:./data/service.db'),
+    smtpUrl: parseSmtpUrl(env.SMTP_URL),
+    mailDir: resolve(nonEmpty('MAIL_DIR', env.MAIL_DIR ?? './data/mail')),
+    role: parseRole(env.ROLE),
+    trustProxy: parseSwitch('TRUST_PROXY', env.TRUST_PROXY, false),
+    rateLimit: parseSwitch('RATE_LIMIT', env.RATE_LIMIT, true),
+    logLevel: parseLogLevel(env.LOG_LEVEL),
+    webhook: {
+      timeoutMs: parseInteger('WEBHOOK_TIMEOUT_MS', env.WEBHOOK_TIMEOUT_MS, 10_000, 1, 120_000),
+      retryDelaysMs: parseDurationList('WEBHOOK_RETRY_DELAYS', env.WEBHOOK_RETRY_DELAYS ?? '30s,1m,2m,4m,8m,16m,32m,60m'),
+      maxAttempts: parseInteger('WEBHOOK_MAX_ATTEMPTS', env.WEBHOOK_MAX_ATTEMPTS, 8, 1, 100),
+      allowPrivateTargets: parseSwitch('WEBHOOK_ALLOW_PRIVATE_TARGETS', env.WEBHOOK_ALLOW_PRIVATE_TARGETS, false),
+    },
+    machines: {
+      provider: parseMachineProvider(env.MACHINE_PROVIDER),
+      bootMs: parseInteger('MACHINE_BOOT_MS', env.MACHINE_BOOT_MS, 2000, 0, 600_000),
+      workerIntervalMs: parseInteger('MACHINE_WORKER_INTERVAL_MS', env.MACHINE_WORKER_INTERVAL_MS, 1000, 10, 3_600_000),
+    },
+    passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
+  };
+  return deepFreeze(config);
+}
+
+function fail(variable: string, problem: string, value: string | undefined): never {
+  throw new ConfigError(`${variable} ${problem} (got ${JSON.stringify(value)})`);
+}
+
+function nonEmpty(variable: string, value: string): string {
+  if (value.trim() === '') fail(variable, 'must not be empty', value);
+  return value;
+}
+
+function parsePort(value: string | undefined): number {
+  return parseInteger('PORT', value, 3000, 0, 65535);
+}
+
+function parseInteger(variable: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined || value === '') return fallback;
+  if (!/^\d+$/.test(value)) fail(variable, 'must be a whole number', value);
+  const parsed = Number(value);
+  if (parsed < min || parsed > max) fail(variable, `must be between ${min} and ${max}`, value);
+  return parsed;
+}
+
+const SWITCH_VALUES: Record<string, boolean> = {
+  on: true, true: true, yes: true, '1': true,
+  off: false, false: false, no: false, '0': false,
+};
+
+function parseSwitch(variable: string, value: string | undefined, fallback: boolean): boolean {
+  if (value === undefined || value === '') return fallback;
+  const parsed = SWITCH_VALUES[value.trim().toLowerCase()];
+  if (parsed === undefined) fail(variable, 'must be on or off', value);
+  return parsed;
+}
+
+function parseRole(value: string | undefined): Role {
+  if (value === undefined || value === '') return 'all';
+  if (value === 'api' || value === 'worker' || value === 'all') return value;
+  return fail('ROLE', 'must be api, worker or all', value);
+}
+
+function parseMachineProvider(value: string | undefined): MachinesConfig['provider'] {
+  if (value === undefined || value === '' || value === 'simulated') return 'simulated';
+  return fail('MACHINE_PROVIDER', 'must be simulated (the only built-in provider)', value);
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function parseLogLevel(value: string | undefined): string {
+  if (value === undefined || value === '') return 'info';
+  if (!LOG_LEVELS.includes(value)) fail('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`, value);
+  return value;
+}
+
+function parsePublicUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return fail('PUBLIC_URL', 'must be an absolute http(s) URL', value);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') fail('PUBLIC_URL', 'must be an http or https URL', value);
+  if (url.search || url.hash || url.username || url.password) fail('PUBLIC_URL', 'must not carry a query, fragment or credentials', value);
+  if (url.pathname !== '/') fail('PUBLIC_URL', 'must be an origin without a path', value);
+  return url.origin;
+}
+
+function parseDatabaseUrl(value: string): string {
+  if (value.startsWith('sqlite:') && value.length > 'sqlite:'.length) return value;
+  if (value.startsWith('postgres://') || value.startsWith('postgresql://')) {
+    try {
+      new URL(value);
+      return value;
+    } catch {
+      return fail('DATABASE_URL', 'is not a valid postgres:// URL', value);
+    }
+  }
+  return fail('DATABASE_URL', 'must be sqlite:PATH, sqlite::memory: or postgres://…', value);
+}
+
+function parseSmtpUrl(value: string | undefined): string | null {
+  if (value === undefined || value === '') return null;
+  try {
+    const url = new URL(value);
+    if ((url.protocol === 'smtp:' || url.protocol === 'smtps:') && url.hostname !== '') return value;
+  } catch {
+    // reported below
+  }
+  return fail('SMTP_URL', 'must be an smtp:// or smtps:// URL with a host', value);
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Parses `30s,1m,2m` into milliseconds. */
+export function parseDurationList(variable: string, value: string): number[] {
+  const items = value.split(',').map((item) => item.trim());
+  if (items.length === 0 || items.some((item) => item === '')) fail(variable, 'must be a comma-separated list of durations like 30s,1m', value);
+  return items.map((item) => {
+    const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(item);
+    if (!match) return fail(variable, `has a bad duration "${item}" (use ms, s, m or h)`, value);
+    return Math.round(Number(match[1]) * DURATION_UNITS[match[2]!]!);
+  });
+}
+
+function deepFreeze<T extends object>(value: T): Readonly<T> {
+  for (const child of Object.values(value)) {
+    if (child !== null && typeof child === 'object') deepFreeze(child);
+  }
+  return Object.freeze(value);
+}

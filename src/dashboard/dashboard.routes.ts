@@ -1,0 +1,87 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import { AppError, notFound } from '../http/errors.ts';
+import { loadAssets, type Asset } from './assets.ts';
+import { renderErrorDocs } from './error-docs.ts';
+import { dashboardSecurityHeaders } from './security-headers.ts';
+
+/**
+ * Every path the dashboard answers with its page (the client-side router in
+ * public/js/routes.js draws them), so each one loads directly from a link.
+ */
+export const PAGE_PATHS = [
+  '/',
+  '/sign-in',
+  '/sign-up',
+  '/forgot-password',
+  '/reset-password',
+  '/verify-email',
+  '/account',
+  '/account/sessions',
+  '/account/api-keys',
+  '/event-webhooks',
+  '/event-webhooks/:id',
+  '/machines',
+] as const;
+
+const SHELL = 'index.html';
+const hide = { hide: true };
+
+/**
+ * The dashboard: one HTML shell for every page path, its scripts and styles
+ * from memory, and the error-code reference. Pages need no credential (the
+ * scripts call the API, which checks the session), and are outside /api/, so
+ * a link opened from a webmail site is not refused by the origin rule.
+ */
+export const dashboardRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const assets = await loadAssets();
+  const shell = assets.get(SHELL);
+  if (shell === undefined) throw new Error(`dashboard: ${SHELL} is missing`);
+  const securityHeaders = dashboardSecurityHeaders(app.deps.config.secureCookies);
+  const errorDocs = renderErrorDocs(app.deps.config.publicUrl);
+
+  // Scoped to this plugin (no fastify-plugin wrapper): the API's responses are left alone.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    reply.headers(securityHeaders);
+    return payload;
+  });
+
+  const sendPage = (reply: FastifyReply, status: number) =>
+    reply.code(status).header('cache-control', 'no-store').type(shell.contentType).send(shell.body);
+
+  for (const path of PAGE_PATHS) {
+    app.get(path, { config: { auth: 'none' }, schema: hide }, async (_request, reply) => sendPage(reply, 200));
+  }
+
+  app.get('/docs/errors', { config: { auth: 'none' }, schema: hide }, async (_request, reply) =>
+    reply.header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(errorDocs),
+  );
+
+  app.get('/assets/*', {
+    config: { auth: 'none' },
+    schema: { ...hide, params: Type.Object({ '*': Type.String() }) },
+  }, async (request, reply) => {
+    const asset = assets.get(request.params['*']);
+    if (asset === undefined) throw notFound('The file');
+    return sendAsset(request, reply, asset);
+  });
+
+  // Any other GET: the API keeps its problem+json 404, a person gets the page that says "not found".
+  app.get('/*', { config: { auth: 'none' }, schema: hide }, async (request, reply) => {
+    const path = request.url.split('?')[0]!;
+    if (path.startsWith('/api/') || !acceptsHtml(request)) throw new AppError(404, 'not_found', `No route ${request.method} ${path}.`);
+    return sendPage(reply, 404);
+  });
+};
+
+function sendAsset(request: FastifyRequest, reply: FastifyReply, asset: Asset) {
+  // No build step, so names carry no hash: browsers revalidate every time and get 304s.
+  reply.header('cache-control', 'no-cache').header('etag', asset.etag);
+  if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
+  return reply.type(asset.contentType).send(asset.body);
+}
+
+function acceptsHtml(request: FastifyRequest): boolean {
+  return (request.headers.accept ?? '').includes('text/html');
+}

@@ -1,0 +1,136 @@
+import { PROBLEM_TITLES } from '../http/errors.ts';
+import { escapeHtml } from './html.ts';
+
+interface ErrorDoc {
+  status: number;
+  description: string;
+  fix: string;
+}
+
+/** What each code means and what to do about it; the titles come from PROBLEM_TITLES. */
+const ERROR_DOCS: Record<string, ErrorDoc> = {
+  invalid_request: {
+    status: 400,
+    description: 'The request was malformed: invalid JSON, a field of the wrong type, a missing required field, an unknown field, or a value out of range.',
+    fix: 'Read `detail`: it names the field. Fix the request before sending it again.',
+  },
+  invalid_token: {
+    status: 400,
+    description: 'The token from an emailed link is unknown, expired or already used. Confirmation links last 24 hours, reset links 1 hour, and each works once.',
+    fix: 'Request a new link: a new confirmation mail from the dashboard, or a new reset link from the forgot-password page.',
+  },
+  unauthenticated: {
+    status: 401,
+    description: 'No credential was sent, or the one sent is unknown, malformed or revoked. The response carries `WWW-Authenticate: Bearer`.',
+    fix: 'Send `Authorization: Bearer <API key>`, or sign in to the dashboard again.',
+  },
+  invalid_credentials: {
+    status: 401,
+    description: 'The email address or the password is wrong. The answer is the same for both, so it does not reveal which addresses have an account.',
+    fix: 'Check both, or reset the password.',
+  },
+  forbidden: {
+    status: 403,
+    description: 'The credential is valid but not allowed here, for example a machine token used outside its own machine’s MCP and live-view endpoints.',
+    fix: 'Use an API key for account-wide operations.',
+  },
+  cross_site: {
+    status: 403,
+    description: 'A request carrying the dashboard’s session cookie came from another site or origin. Only the dashboard itself may use the session cookie.',
+    fix: 'Call the API with an API key (Bearer token) from other sites and from servers.',
+  },
+  not_found: {
+    status: 404,
+    description: 'No such route, or no such resource in this account. Resources of other accounts are reported as not found too.',
+    fix: 'Check the path and the identifier.',
+  },
+  method_not_allowed: {
+    status: 405,
+    description: 'The route exists but does not accept this HTTP method.',
+    fix: 'Check the method in the API reference.',
+  },
+  email_taken: {
+    status: 409,
+    description: 'An account with this email address already exists.',
+    fix: 'Sign in, or reset the password if it is forgotten.',
+  },
+  limit_reached: {
+    status: 409,
+    description: 'The account reached a limit, for example 10 event webhook endpoints.',
+    fix: 'Delete something you no longer need first.',
+  },
+  conflict: {
+    status: 409,
+    description: 'The request conflicts with the current state of the resource.',
+    fix: 'Fetch the resource again and retry with its current state.',
+  },
+  payload_too_large: {
+    status: 413,
+    description: 'The request body is larger than 1 MiB.',
+    fix: 'Send a smaller body.',
+  },
+  unsupported_media_type: {
+    status: 415,
+    description: 'The route takes JSON but the body was sent with another content type.',
+    fix: 'Send `Content-Type: application/json`.',
+  },
+  rate_limited: {
+    status: 429,
+    description: 'Too many attempts in a short time (sign-in, sign-up and emailed links are limited per address and per IP).',
+    fix: 'Wait the number of seconds in the `Retry-After` header.',
+  },
+  internal_error: {
+    status: 500,
+    description: 'Something failed on our side. The error is logged; the response never carries internals.',
+    fix: 'Retry later. If it keeps happening, contact support with the time of the request.',
+  },
+  service_unavailable: {
+    status: 503,
+    description: 'The service is shutting down, starting, or cannot reach its database.',
+    fix: 'Retry after a short wait.',
+  },
+};
+
+/** `code` spans in the prose above become <code>; everything else is escaped. */
+function prose(text: string): string {
+  return escapeHtml(text).replace(/`([^`]+)`/g, '<code>$1</code>');
+}
+
+/** The page problem+json `type` URIs point at: one anchor per code. */
+export function renderErrorDocs(publicUrl: string): string {
+  const sections = Object.entries(PROBLEM_TITLES).map(([code, title]) => {
+    const doc = ERROR_DOCS[code];
+    const meta = doc ? `<p class="error-doc__status"><span class="badge badge--neutral badge--plain">HTTP ${doc.status}</span></p>` : '';
+    const body = doc ? `<p>${prose(doc.description)}</p><p class="muted"><strong>What to do:</strong> ${prose(doc.fix)}</p>` : '';
+    return `<section class="card error-doc" id="${escapeHtml(code)}" aria-labelledby="${escapeHtml(code)}-title">
+  <h2 id="${escapeHtml(code)}-title"><a class="error-doc__anchor" href="#${escapeHtml(code)}">${escapeHtml(title)}</a> <code>${escapeHtml(code)}</code></h2>
+  ${meta}${body}
+</section>`;
+  });
+  const example = JSON.stringify(
+    { type: `${publicUrl}/docs/errors#invalid_credentials`, title: PROBLEM_TITLES.invalid_credentials, status: 401, detail: 'The email address or password is wrong.', code: 'invalid_credentials' },
+    null,
+    2,
+  );
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Error codes · Machine Platform</title>
+<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/assets/app.css">
+</head>
+<body>
+<a class="skip-link" href="#main">Skip to content</a>
+<header class="topbar"><div class="topbar__inner"><a class="brand" href="/"><img src="/assets/logo.svg" alt="" width="28" height="28"><span>Machine Platform</span></a></div></header>
+<main id="main" class="page page--narrow" tabindex="-1">
+<h1>Error codes</h1>
+<p class="lead">Every error the API answers is an <a href="https://www.rfc-editor.org/rfc/rfc9457">RFC 9457</a> problem, sent as <code>application/problem+json</code>. Branch on <code>code</code>, which is stable; show <code>detail</code> to people.</p>
+<pre class="code-block" aria-label="Example problem response">${escapeHtml(example)}</pre>
+${sections.join('\n')}
+</main>
+</body>
+</html>
+`;
+}

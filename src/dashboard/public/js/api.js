@@ -1,0 +1,90 @@
+// The dashboard speaks to the same JSON API as everyone else, with the session
+// cookie (same origin, so the browser adds it and the origin rule lets it in).
+
+export class ApiError extends Error {
+  /**
+   * @param {number} status  0 when the service could not be reached
+   * @param {string} code    the problem's stable code
+   * @param {string} title
+   * @param {string} detail  the sentence shown to people
+   */
+  constructor(status, code, title, detail) {
+    super(detail);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+    this.title = title;
+  }
+}
+
+/** Fired when the session is gone (signed out elsewhere, expired, password reset). */
+export const SESSION_ENDED = 'dashboard:session-ended';
+
+/**
+ * @param {'GET' | 'POST' | 'PATCH' | 'DELETE'} method
+ * @param {string} path  starts with /api/
+ * @param {unknown} [body]  sent as JSON when given
+ * @returns {Promise<any>} the parsed JSON body, or null for 204
+ * @throws {ApiError} on any non-2xx answer or a network failure
+ */
+export async function api(method, path, body) {
+  /** @type {Record<string, string>} */
+  const headers = { accept: 'application/json' };
+  /** @type {RequestInit} */
+  const init = { method, headers, credentials: 'same-origin', cache: 'no-store' };
+  if (body !== undefined) {
+    headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, 'network_error', 'Network error', 'The service could not be reached. Check your connection and try again.');
+  }
+  if (response.status === 204) return null;
+  const text = await response.text();
+  /** @type {any} */
+  let json = null;
+  try {
+    json = text === '' ? null : JSON.parse(text);
+  } catch {
+    // handled below: a non-JSON body is reported by status
+  }
+  if (response.ok) return json;
+  const error = json && typeof json.detail === 'string'
+    ? new ApiError(response.status, String(json.code ?? 'error'), String(json.title ?? 'Error'), json.detail)
+    : new ApiError(response.status, 'http_error', `HTTP ${response.status}`, `The service answered with HTTP ${response.status}. Try again in a moment.`);
+  if (error.status === 401 && error.code === 'unauthenticated') window.dispatchEvent(new CustomEvent(SESSION_ENDED));
+  throw error;
+}
+
+/** The sentence to show for any error a page catches. @param {unknown} error */
+export function messageOf(error) {
+  if (error instanceof ApiError) return error.message;
+  return 'Something went wrong in the dashboard. Reload the page and try again.';
+}
+
+/** Lists answer {data, nextCursor}; accept a bare array too. @param {any} page @returns {any[]} */
+export function itemsOf(page) {
+  if (Array.isArray(page)) return page;
+  return Array.isArray(page?.data) ? page.data : [];
+}
+
+/**
+ * Every page of a list (the dashboard's lists are short: keys, sessions, endpoints).
+ * @param {string} path
+ * @param {number} [maxPages]
+ */
+export async function listAll(path, maxPages = 10) {
+  const items = [];
+  let cursor = null;
+  for (let page = 0; page < maxPages; page++) {
+    const separator = path.includes('?') ? '&' : '?';
+    const answer = await api('GET', `${path}${separator}limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    items.push(...itemsOf(answer));
+    cursor = answer?.nextCursor ?? null;
+    if (!cursor) break;
+  }
+  return items;
+}

@@ -1,0 +1,136 @@
+// Modal dialogs on the native <dialog>: the page behind is inert, Tab cycles
+// inside, Escape closes, and focus returns to what opened it.
+import { messageOf } from './api.js';
+import { alertBox, h, replace, uid } from './dom.js';
+
+/** @typedef {import('./dom.js').Child} Child */
+
+/**
+ * @typedef {object} DialogHandle
+ * @property {HTMLDialogElement} element
+ * @property {HTMLElement} body
+ * @property {(...content: Child[]) => void} setContent  replaces the body and focuses its first control
+ * @property {() => void} close
+ */
+
+/** @type {Set<DialogHandle>} */
+const openDialogs = new Set();
+
+const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]):not([type="hidden"]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
+
+/**
+ * @param {{ title: string, content: Child[], wide?: boolean, onClose?: () => void }} options
+ * @returns {DialogHandle}
+ */
+export function openDialog({ title, content, wide = false, onClose }) {
+  const opener = document.activeElement instanceof HTMLElement ? document.activeElement : null;
+  const titleId = uid('dialog-title');
+  const body = h('div', { class: 'dialog__body' });
+  const element = /** @type {HTMLDialogElement} */ (h('dialog', { class: wide ? 'dialog dialog--wide' : 'dialog', 'aria-labelledby': titleId },
+    h('div', { class: 'dialog__header' },
+      h('h2', { id: titleId }, title),
+      h('button', { type: 'button', class: 'btn btn--ghost btn--icon', 'aria-label': 'Close', onclick: () => handle.close() }, '×')),
+    body));
+
+  let closed = false;
+  /** @type {DialogHandle} */
+  const handle = {
+    element,
+    body,
+    setContent(...children) {
+      replace(body, ...children);
+      focusFirst(body, element);
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      openDialogs.delete(handle);
+      if (element.open) element.close();
+      // Removed, not hidden: a secret shown in a dialog leaves the DOM with it.
+      element.remove();
+      onClose?.();
+      if (opener?.isConnected) opener.focus();
+    },
+  };
+
+  element.addEventListener('cancel', (event) => {
+    event.preventDefault();
+    handle.close();
+  });
+  element.addEventListener('close', () => handle.close());
+  element.addEventListener('keydown', (event) => trapTab(event, element));
+
+  replace(body, ...content);
+  document.body.append(element);
+  openDialogs.add(handle);
+  element.showModal();
+  focusFirst(body, element);
+  return handle;
+}
+
+/** Closes every dialog (on navigation: nothing a dialog showed survives a page change). */
+export function closeAllDialogs() {
+  for (const handle of [...openDialogs]) handle.close();
+}
+
+/**
+ * Asks before doing something that cannot be undone; runs `action` inside the
+ * dialog so its error is shown there. Resolves true once `action` succeeded.
+ * @param {{ title: string, message: Child, confirmLabel: string, danger?: boolean, action: () => Promise<void> }} options
+ * @returns {Promise<boolean>}
+ */
+export function confirmAction({ title, message, confirmLabel, danger = false, action }) {
+  return new Promise((resolve) => {
+    let succeeded = false;
+    const error = h('div');
+    const confirm = h('button', { type: 'submit', class: danger ? 'btn btn--danger' : 'btn btn--primary' }, confirmLabel);
+    const cancel = h('button', { type: 'button', class: 'btn', onclick: () => dialog.close() }, 'Cancel');
+    const form = h('form', { class: 'form', novalidate: true },
+      typeof message === 'string' ? h('p', null, message) : message,
+      error,
+      h('div', { class: 'dialog__footer' }, cancel, confirm));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      if (confirm.getAttribute('aria-busy') === 'true') return;
+      confirm.setAttribute('aria-busy', 'true');
+      confirm.setAttribute('disabled', '');
+      replace(error);
+      try {
+        await action();
+        succeeded = true;
+        dialog.close();
+      } catch (caught) {
+        replace(error, alertBox('error', messageOf(caught)));
+      } finally {
+        confirm.removeAttribute('aria-busy');
+        confirm.removeAttribute('disabled');
+      }
+    });
+    const dialog = openDialog({ title, content: [form], onClose: () => resolve(succeeded) });
+    // Safe default for destructive actions: focus starts on Cancel.
+    if (danger) cancel.focus();
+  });
+}
+
+/** @param {HTMLElement} body @param {HTMLDialogElement} dialog */
+function focusFirst(body, dialog) {
+  const target = body.querySelector('[data-autofocus]') ?? body.querySelector(FOCUSABLE);
+  if (target instanceof HTMLElement) target.focus();
+  else dialog.focus();
+}
+
+/** @param {KeyboardEvent} event @param {HTMLDialogElement} dialog */
+function trapTab(event, dialog) {
+  if (event.key !== 'Tab') return;
+  const focusable = [...dialog.querySelectorAll(FOCUSABLE)].filter((node) => node instanceof HTMLElement && node.getClientRects().length > 0);
+  const first = /** @type {HTMLElement | undefined} */ (focusable[0]);
+  const last = /** @type {HTMLElement | undefined} */ (focusable[focusable.length - 1]);
+  if (!first || !last) return;
+  if (event.shiftKey && (document.activeElement === first || !dialog.contains(document.activeElement))) {
+    event.preventDefault();
+    last.focus();
+  } else if (!event.shiftKey && document.activeElement === last) {
+    event.preventDefault();
+    first.focus();
+  }
+}

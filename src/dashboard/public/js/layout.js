@@ -1,0 +1,115 @@
+// The two frames every page sits in: the signed-in app (top bar, navigation,
+// confirmation banner) and the centred card of the sign-in pages.
+import { api, messageOf } from './api.js';
+import { h, replace } from './dom.js';
+import { toast } from './toast.js';
+
+/** @typedef {import('./dom.js').Child} Child */
+/** @typedef {import('./session.js').Account} Account */
+
+const NAV = [
+  { href: '/machines', label: 'Machines' },
+  { href: '/event-webhooks', label: 'Event webhooks' },
+  { href: '/account', label: 'Account' },
+];
+
+function brand() {
+  return h('a', { class: 'brand', href: '/' }, h('img', { src: '/assets/logo.svg', alt: '', width: 28, height: 28 }), h('span', null, 'Machine Platform'));
+}
+
+function skipLink() {
+  return h('a', { class: 'skip-link', href: '#main' }, 'Skip to content');
+}
+
+/**
+ * @param {{ account: Account, path: string, main: HTMLElement, onSignOut: () => Promise<void> }} options
+ */
+export function appLayout({ account, path, main, onSignOut }) {
+  const signOut = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Sign out'));
+  signOut.addEventListener('click', async () => {
+    signOut.disabled = true;
+    try {
+      await onSignOut();
+    } finally {
+      signOut.disabled = false;
+    }
+  });
+  return [
+    skipLink(),
+    h('header', { class: 'topbar' },
+      h('div', { class: 'topbar__inner' },
+        brand(),
+        h('nav', { class: 'nav', 'aria-label': 'Main' },
+          NAV.map((item) => h('a', { href: item.href, 'aria-current': path === item.href || path.startsWith(`${item.href}/`) ? 'page' : undefined }, item.label))),
+        h('div', { class: 'usermenu' },
+          h('span', { class: 'usermenu__email', title: account.email }, account.email),
+          signOut))),
+    account.emailVerified ? null : confirmationBanner(account),
+    main,
+  ];
+}
+
+/** Shown on every page while the address is unconfirmed. @param {Account} account */
+function confirmationBanner(account) {
+  const resend = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Resend confirmation email'));
+  const text = h('span', { class: 'banner__text' },
+    h('strong', null, 'Confirm your email address. '),
+    `We sent a link to ${account.email}. Open it to confirm the address.`);
+  resend.addEventListener('click', async () => {
+    resend.disabled = true;
+    try {
+      await api('POST', '/api/me/verify-email');
+      replace(text, h('strong', null, 'Confirmation email sent. '), `Check the inbox of ${account.email}; the link works for 24 hours.`);
+      toast('Confirmation email sent.');
+    } catch (error) {
+      toast(messageOf(error), 'error');
+    } finally {
+      resend.disabled = false;
+    }
+  });
+  return h('div', { class: 'banner', role: 'region', 'aria-label': 'Email confirmation', id: 'confirmation-banner' },
+    h('div', { class: 'banner__inner' }, text, resend));
+}
+
+/** @param {HTMLElement} main */
+export function authLayout(main) {
+  return [skipLink(), h('div', { class: 'auth' }, brand(), main)];
+}
+
+/**
+ * The heading block of an app page. The h1 takes focus after navigation.
+ * @param {{ title: string, description?: Child, actions?: Child[], breadcrumb?: { href: string, label: string } }} options
+ */
+export function pageHeader({ title, description, actions, breadcrumb }) {
+  return h('div', { class: 'page-header' },
+    h('div', { class: 'page-header__text' },
+      breadcrumb ? h('nav', { class: 'breadcrumb', 'aria-label': 'Breadcrumb' }, h('a', { href: breadcrumb.href }, `← ${breadcrumb.label}`)) : null,
+      h('h1', { tabindex: '-1' }, title),
+      description ? h('p', null, description) : null),
+    actions && actions.length > 0 ? h('div', { class: 'page-header__actions' }, actions) : null);
+}
+
+const ACCOUNT_SECTIONS = [
+  { href: '/account', label: 'Profile' },
+  { href: '/account/sessions', label: 'Sessions' },
+  { href: '/account/api-keys', label: 'API keys' },
+];
+
+/** @param {string} path */
+export function accountNav(path) {
+  return h('nav', { class: 'subnav', 'aria-label': 'Account' },
+    ACCOUNT_SECTIONS.map((item) => h('a', { href: item.href, 'aria-current': item.href === path ? 'page' : undefined }, item.label)));
+}
+
+/**
+ * @param {{ title: string, description?: Child, actions?: Child[], flush?: boolean, danger?: boolean, id?: string }} options
+ * @param {...Child} children
+ */
+export function card({ title, description, actions, flush = false, danger = false, id }, ...children) {
+  const headingId = id ? `${id}-title` : undefined;
+  return h('section', { class: `card${flush ? ' card--flush' : ''}${danger ? ' card--danger' : ''}`, id, 'aria-labelledby': headingId },
+    h('div', { class: 'card__header' },
+      h('div', null, h('h2', { id: headingId, tabindex: '-1' }, title), description ? h('p', null, description) : null),
+      actions && actions.length > 0 ? h('div', { class: 'actions' }, actions) : null),
+    ...children);
+}

@@ -1,0 +1,385 @@
+// One endpoint: its settings, test, pause and resume, secret rotation,
+// deletion, and its recent deliveries with the last response of each.
+import { api, ApiError, itemsOf, messageOf } from '../api.js';
+import { confirmAction, openDialog } from '../dialog.js';
+import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
+import { formatDate, plural, timeElement } from '../format.js';
+import { card, pageHeader } from '../layout.js';
+import { navigate, setFlash } from '../navigation.js';
+import { copyButton, secretField } from '../secret.js';
+import { toast } from '../toast.js';
+import { endpointForm, loadEventTypes } from './webhook-form.js';
+
+/** @typedef {import('../routes.js').PageContext} PageContext */
+/** @typedef {import('./webhook-form.js').Endpoint} Endpoint */
+/**
+ * @typedef {object} Delivery
+ * @property {string} id
+ * @property {string} endpointId
+ * @property {string} eventId
+ * @property {string} eventType
+ * @property {'pending' | 'delivered' | 'failed'} status
+ * @property {number} attempts
+ * @property {{ status: number | null, body: string | null, error: string | null, durationMs: number | null, at: string } | null} lastResponse
+ * @property {string | null} nextAttemptAt
+ * @property {string} createdAt
+ */
+
+const DELIVERIES_PAGE = 50;
+const POLL_MS = 3000;
+
+/** @param {PageContext} context */
+export function webhookPage({ params, onCleanup }) {
+  const id = params.id ?? '';
+  const path = `/api/event-webhooks/${encodeURIComponent(id)}`;
+  const container = h('div', null, loading('Loading endpoint…'));
+  /** @type {Endpoint} */
+  let endpoint;
+
+  const testResult = h('div', { 'aria-live': 'polite' });
+  const deliveries = deliveriesSection(id, onCleanup);
+
+  async function load() {
+    try {
+      endpoint = await api('GET', path);
+    } catch (error) {
+      const missing = error instanceof ApiError && error.status === 404;
+      replace(container,
+        pageHeader({ title: missing ? 'Endpoint not found' : 'Endpoint', breadcrumb: { href: '/event-webhooks', label: 'Event webhooks' } }),
+        alertBox('error', missing ? 'There is no endpoint with this ID in your account. It may have been deleted.' : messageOf(error)));
+      return;
+    }
+    draw();
+    deliveries.refresh();
+  }
+
+  function draw() {
+    const test = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--primary' }, 'Send test event'));
+    test.addEventListener('click', () => sendTest(test));
+    const toggle = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn' }, endpoint.enabled ? 'Pause' : 'Resume'));
+    toggle.addEventListener('click', () => setEnabled(toggle, !endpoint.enabled));
+    const edit = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn' }, 'Edit'));
+    edit.addEventListener('click', openEditDialog);
+    const rotate = h('button', { type: 'button', class: 'btn' }, 'Rotate secret');
+    rotate.addEventListener('click', rotateSecret);
+    const remove = h('button', { type: 'button', class: 'btn btn--danger' }, 'Delete endpoint');
+    remove.addEventListener('click', deleteEndpoint);
+
+    replace(container,
+      pageHeader({
+        title: endpoint.description || hostOf(endpoint.url),
+        breadcrumb: { href: '/event-webhooks', label: 'Event webhooks' },
+        description: h('span', { class: 'break mono' }, endpoint.url),
+        actions: [test, toggle, edit],
+      }),
+      h('div', { class: 'stack' },
+        testResult,
+        endpoint.enabled ? null : alertBox('info', 'This endpoint is paused: it receives no new events until you resume it. The test event is still sent.'),
+        card({ title: 'Settings', id: 'settings' },
+          h('dl', { class: 'kv' },
+            h('dt', null, 'Status'), h('dd', null, endpoint.enabled ? badge('Active', 'success') : badge('Paused', 'neutral')),
+            h('dt', null, 'URL'), h('dd', null, h('code', null, endpoint.url), copyButton(() => endpoint.url, 'endpoint URL', { small: true })),
+            h('dt', null, 'Events'), h('dd', null, endpoint.events.includes('*')
+              ? 'All events'
+              : h('span', { class: 'chips' }, endpoint.events.map((type) => h('span', { class: 'chip' }, type)))),
+            h('dt', null, 'Description'), h('dd', null, endpoint.description || h('span', { class: 'muted' }, 'None')),
+            h('dt', null, 'Endpoint ID'), h('dd', null, h('code', null, endpoint.id)),
+            h('dt', null, 'Created'), h('dd', null, formatDate(endpoint.createdAt)),
+            h('dt', null, 'Last changed'), h('dd', null, formatDate(endpoint.updatedAt)))),
+        deliveries.element,
+        h('div', { class: 'split' },
+          card({ title: 'Signing secret', id: 'secret', description: 'Shown once, when the endpoint was added or the secret rotated. Rotating replaces it at once.', actions: [rotate] }),
+          card({ title: 'Delete endpoint', id: 'delete', danger: true, description: 'Stops all deliveries to this URL and cancels the pending ones.', actions: [remove] }))));
+  }
+
+  /** @param {HTMLButtonElement} button */
+  async function sendTest(button) {
+    button.disabled = true;
+    button.setAttribute('aria-busy', 'true');
+    replace(testResult);
+    try {
+      /** @type {{ ok: boolean, status: number | null, error: string | null }} */
+      const result = await api('POST', `${path}/test`);
+      replace(testResult, result.ok
+        ? alertBox('success', h('span', null, h('strong', null, 'Test event delivered.'), `Your endpoint answered HTTP ${result.status}.`), { id: 'test-result' })
+        : alertBox('error', h('span', null, h('strong', null, 'Test event failed.'), describeFailure(result.status, result.error)), { id: 'test-result' }));
+      deliveries.refresh();
+    } catch (error) {
+      replace(testResult, alertBox('error', messageOf(error), { id: 'test-result' }));
+    } finally {
+      button.disabled = false;
+      button.removeAttribute('aria-busy');
+    }
+  }
+
+  /**
+   * PATCH answers the changed endpoint; should it answer without one, read it again.
+   * @param {Record<string, unknown>} changes
+   * @returns {Promise<Endpoint>}
+   */
+  async function patchEndpoint(changes) {
+    const answer = await api('PATCH', path, changes);
+    return answer && typeof answer.id === 'string' ? answer : api('GET', path);
+  }
+
+  /** @param {HTMLButtonElement} button @param {boolean} enabled */
+  async function setEnabled(button, enabled) {
+    button.disabled = true;
+    try {
+      endpoint = await patchEndpoint({ enabled });
+      toast(enabled ? 'Endpoint resumed: new events are delivered again.' : 'Endpoint paused: it receives no new events until you resume it.');
+      draw();
+      focusButton(enabled ? 'Pause' : 'Resume');
+    } catch (error) {
+      button.disabled = false;
+      toast(messageOf(error), 'error');
+    }
+  }
+
+  async function openEditDialog() {
+    let types;
+    try {
+      types = await loadEventTypes();
+    } catch (error) {
+      toast(messageOf(error), 'error');
+      return;
+    }
+    const before = endpoint;
+    const dialog = openDialog({
+      title: 'Edit endpoint',
+      wide: true,
+      content: [endpointForm({
+        types,
+        endpoint: before,
+        submitLabel: 'Save changes',
+        onCancel: () => dialog.close(),
+        onSubmit: async (input) => {
+          /** @type {Record<string, unknown>} */
+          const changes = {};
+          if (input.url !== before.url) changes.url = input.url;
+          if (input.description !== before.description) changes.description = input.description;
+          if (input.events.join('\n') !== before.events.join('\n')) changes.events = input.events;
+          if (Object.keys(changes).length > 0) endpoint = await patchEndpoint(changes);
+          dialog.close();
+          toast(Object.keys(changes).length > 0 ? 'Endpoint saved.' : 'Nothing changed.');
+          draw();
+          focusButton('Edit');
+        },
+      })],
+    });
+  }
+
+  async function rotateSecret() {
+    /** @type {string | null} */
+    let secret = null;
+    const rotated = await confirmAction({
+      title: 'Rotate signing secret?',
+      message: 'The current secret stops working at once: every delivery from now on is signed with the new one. Update your receiver right away.',
+      confirmLabel: 'Rotate secret',
+      danger: true,
+      action: async () => {
+        secret = (await api('POST', `${path}/rotate-secret`)).secret;
+      },
+    });
+    if (!rotated || secret === null) return;
+    const dialog = openDialog({
+      title: 'New signing secret',
+      content: [
+        secretField({ label: 'Signing secret', value: secret, note: 'The previous secret no longer verifies deliveries.' }),
+        h('div', { class: 'dialog__footer' }, h('button', { type: 'button', class: 'btn btn--primary', onclick: () => dialog.close() }, 'Done')),
+      ],
+    });
+    secret = null;
+  }
+
+  async function deleteEndpoint() {
+    const deleted = await confirmAction({
+      title: 'Delete endpoint?',
+      message: h('p', null, 'Deliveries to ', h('strong', { class: 'break' }, endpoint.url), ' stop and pending ones are cancelled. This cannot be undone.'),
+      confirmLabel: 'Delete endpoint',
+      danger: true,
+      action: () => api('DELETE', path),
+    });
+    if (!deleted) return;
+    setFlash({ kind: 'success', text: `Endpoint ${endpoint.url} deleted.` });
+    await navigate('/event-webhooks');
+  }
+
+  /** After a redraw, focus goes back to the button of the same action. @param {string} label */
+  function focusButton(label) {
+    const button = [...container.querySelectorAll('.page-header__actions button')].find((node) => node.textContent === label);
+    if (button instanceof HTMLElement) button.focus();
+  }
+
+  load();
+  return container;
+}
+
+/**
+ * @param {string} endpointId
+ * @param {(cleanup: () => void) => void} onCleanup
+ */
+function deliveriesSection(endpointId, onCleanup) {
+  const body = h('div', null, loading('Loading deliveries…'));
+  const footer = h('div');
+  const refreshButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Refresh'));
+  refreshButton.addEventListener('click', () => refresh());
+  const element = card({
+    title: 'Recent deliveries',
+    id: 'deliveries',
+    flush: true,
+    description: 'Each event sent to this endpoint, with its last response. Failed deliveries can be sent again.',
+    actions: [refreshButton],
+  }, body, footer);
+
+  /** @type {Delivery[]} */
+  let shown = [];
+  /** @type {string | null} */
+  let nextCursor = null;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
+  let left = false;
+  onCleanup(() => {
+    left = true;
+    clearTimeout(timer);
+  });
+
+  /** @param {string | null} cursor */
+  async function fetchPage(cursor) {
+    const query = new URLSearchParams({ endpoint: endpointId, limit: String(DELIVERIES_PAGE) });
+    if (cursor) query.set('cursor', cursor);
+    return api('GET', `/api/event-webhooks/deliveries?${query}`);
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    refreshButton.setAttribute('aria-busy', 'true');
+    try {
+      const page = await fetchPage(null);
+      shown = itemsOf(page);
+      nextCursor = page?.nextCursor ?? null;
+      draw();
+    } catch (error) {
+      replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
+    } finally {
+      refreshButton.removeAttribute('aria-busy');
+    }
+    // While something is still on its way, keep the list current.
+    if (!left && shown.some((delivery) => delivery.status === 'pending')) timer = setTimeout(refresh, POLL_MS);
+  }
+
+  async function loadMore() {
+    try {
+      const page = await fetchPage(nextCursor);
+      shown = [...shown, ...itemsOf(page)];
+      nextCursor = page?.nextCursor ?? null;
+      draw();
+    } catch (error) {
+      toast(messageOf(error), 'error');
+    }
+  }
+
+  function draw() {
+    replace(body, shown.length === 0
+      ? h('div', { class: 'empty' }, h('h3', null, 'No deliveries yet'), h('p', null, 'Send a test event to check that your endpoint answers.'))
+      : table('Recent deliveries', ['Event', 'Status', 'Attempts', 'Last response', ''], shown.map(row)));
+    replace(footer, nextCursor
+      ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadMore }, 'Load older deliveries'))
+      : null);
+  }
+
+  /** @param {Delivery} delivery */
+  function row(delivery) {
+    const details = h('button', { type: 'button', class: 'btn btn--small', 'aria-label': `Details of delivery ${delivery.id}` }, 'Details');
+    details.addEventListener('click', () => showDelivery(delivery));
+    /** @type {HTMLButtonElement | null} */
+    let retry = null;
+    if (delivery.status === 'failed') {
+      const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small', 'aria-label': `Retry delivery ${delivery.id}` }, 'Retry'));
+      button.addEventListener('click', async () => {
+        button.disabled = true;
+        try {
+          await api('POST', `/api/event-webhooks/deliveries/${encodeURIComponent(delivery.id)}/retry`);
+          toast('Delivery queued again.');
+          await refresh();
+          refreshButton.focus();
+        } catch (error) {
+          button.disabled = false;
+          toast(messageOf(error), 'error');
+        }
+      });
+      retry = button;
+    }
+    return h('tr', { dataset: { deliveryId: delivery.id, status: delivery.status } },
+      h('td', { class: 'table__main' },
+        h('div', { class: 'table__primary mono' }, delivery.eventType),
+        h('div', { class: 'table__secondary' }, timeElement(delivery.createdAt))),
+      cell('Status', deliveryBadge(delivery)),
+      cell('Attempts', String(delivery.attempts)),
+      cell('Last response', lastResponseSummary(delivery)),
+      h('td', { class: 'table__actions' }, h('div', { class: 'actions' }, details, retry)));
+  }
+
+  return { element, refresh };
+}
+
+/** @param {Delivery} delivery */
+function deliveryBadge(delivery) {
+  if (delivery.status === 'delivered') return badge('Delivered', 'success');
+  if (delivery.status === 'failed') return badge('Failed', 'danger');
+  return badge(delivery.attempts > 0 ? 'Retrying' : 'Pending', 'warning', { pulse: true });
+}
+
+/** @param {Delivery} delivery */
+function lastResponseSummary(delivery) {
+  const last = delivery.lastResponse;
+  if (!last) return h('span', { class: 'muted' }, 'No attempt yet');
+  const parts = [last.status === null ? 'No response' : `HTTP ${last.status}`];
+  if (last.durationMs !== null && last.durationMs !== undefined) parts.push(`${last.durationMs} ms`);
+  const error = last.error && !(last.status !== null && last.error.includes(String(last.status))) ? last.error : null;
+  return h('span', { class: 'break' }, parts.join(' · '), error ? h('span', { class: 'table__secondary' }, ` — ${error}`) : null);
+}
+
+/** @param {number | null} status @param {string | null} error */
+function describeFailure(status, error) {
+  if (status !== null && error && !error.includes(String(status))) return `Your endpoint answered HTTP ${status}: ${error}`;
+  if (status !== null) return `Your endpoint answered HTTP ${status}; only a 2xx status counts as delivered.`;
+  return error ?? 'Your endpoint did not answer.';
+}
+
+/** @param {Delivery} delivery */
+function showDelivery(delivery) {
+  const last = delivery.lastResponse;
+  const rows = [
+    ['Delivery ID', h('code', null, delivery.id)],
+    ['Event', h('span', null, h('code', null, delivery.eventType), ' ', h('code', null, delivery.eventId))],
+    ['Status', deliveryBadge(delivery)],
+    ['Attempts', plural(delivery.attempts, 'attempt')],
+    ['Created', formatDate(delivery.createdAt)],
+    delivery.nextAttemptAt ? ['Next attempt', formatDate(delivery.nextAttemptAt)] : null,
+    last ? ['Last attempt', formatDate(last.at)] : null,
+    last ? ['Response status', last.status === null ? 'No response' : `HTTP ${last.status}`] : null,
+    last && last.durationMs !== null ? ['Duration', `${last.durationMs} ms`] : null,
+    last?.error && !(last.status !== null && last.error.includes(String(last.status))) ? ['Error', last.error] : null,
+  ].filter((entry) => entry !== null);
+  const dialog = openDialog({
+    title: 'Delivery',
+    wide: true,
+    content: [
+      h('dl', { class: 'kv' }, rows.map((entry) => [h('dt', null, entry[0]), h('dd', null, entry[1])])),
+      last?.body
+        ? h('div', { class: 'field' }, h('span', { class: 'field__label' }, 'Response body (first 1,024 bytes)'), h('pre', { class: 'code-block code-block--wrap', tabindex: '0', 'aria-label': 'Response body' }, last.body))
+        : null,
+      h('div', { class: 'dialog__footer' }, h('button', { type: 'button', class: 'btn btn--primary', onclick: () => dialog.close() }, 'Close')),
+    ],
+  });
+}
+
+/** @param {string} url */
+function hostOf(url) {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url;
+  }
+}

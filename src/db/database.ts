@@ -1,0 +1,25 @@
+import type { AccountsTable, EmailTokensTable, SessionsTable } from '../accounts/accounts.tables.ts';
+import type { ApiKeysTable } from '../api-keys/api-keys.tables.ts';
+import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
+import type { EventsTable } from '../events/events.tables.ts';
+import type { DeliveriesTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
+import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
+import type { InboundWebhooksTable, RunsTable, SchedulesTable } from '../runs/runs.tables.ts';
+
+/** Every table, as Kysely sees it. Each domain owns its own table interfaces. */
+export interface DB {
+  accounts: AccountsTable;
+  sessions: SessionsTable;
+  email_tokens: EmailTokensTable;
+  api_keys: ApiKeysTable;
+  rate_limits: RateLimitsTable;
+  events: EventsTable;
+  event_endpoints: EventEndpointsTable;
+  deliveries: DeliveriesTable;
+  machines: MachinesTable;
+  pools: PoolsTable;
+  live_views: LiveViewsTable;
+  runs: RunsTable;
+  schedules: SchedulesTable;
+  inbound_webhooks: InboundWebhooksTable;
+}

@@ -1,0 +1,39 @@
+import { sql, type Kysely } from 'kysely';
+import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration';
+import * as accounts from './migrations/0001_accounts.ts';
+import * as eventWebhooks from './migrations/0002_event_webhooks.ts';
+import * as machines from './migrations/0003_machines.ts';
+import { dialectOf } from './connect.ts';
+import type { DB } from './database.ts';
+
+/** Listed here, not read from disk, so the set of migrations is fixed at build time. */
+const migrations: Record<string, Migration> = {
+  '0001_accounts': accounts,
+  '0002_event_webhooks': eventWebhooks,
+  '0003_machines': machines,
+};
+
+const provider: MigrationProvider = { getMigrations: async () => migrations };
+
+/**
+ * Brings the schema up to date; safe to run from several processes at once.
+ * @throws the first migration error.
+ */
+export async function migrateToLatest(db: Kysely<DB>): Promise<void> {
+  const { error } = await new Migrator({ db, provider, ...(await migrationTableSchema(db)) }).migrateToLatest();
+  if (error) throw error;
+}
+
+/**
+ * Postgres: the schema we work in, named explicitly. Without it Kysely's
+ * Migrator looks for its own tables in every schema of the database, takes
+ * another schema's for ours, skips creating them and then fails
+ * ("relation kysely_migration_lock does not exist") whenever several
+ * schemas share a database, as test runs do.
+ */
+async function migrationTableSchema(db: Kysely<DB>): Promise<{ migrationTableSchema?: string }> {
+  if (dialectOf(db) !== 'postgres') return {};
+  const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+  const schema = rows[0]?.schema;
+  return schema ? { migrationTableSchema: schema } : {};
+}

@@ -1,0 +1,48 @@
+import { CompiledQuery, type Compilable, type Kysely } from 'kysely';
+import type { DB } from './database.ts';
+
+/** Stands for the i-th argument while the query is compiled once. */
+const placeholder = (index: number) => `\u0000prepared:${index}\u0000`;
+const PLACEHOLDER = /^\u0000prepared:(\d+)\u0000$/;
+
+export interface Prepared<Args extends unknown[], Row> {
+  execute(db: Kysely<DB>, ...args: Args): Promise<Row[]>;
+  executeTakeFirst(db: Kysely<DB>, ...args: Args): Promise<Row | undefined>;
+}
+
+/**
+ * A fixed-shape query on a hot path, built and compiled once per database
+ * (the builder costs several times what SQLite takes to run the statement).
+ * `build` receives stand-ins for its arguments and must use them only as
+ * values, in a query whose shape does not depend on them.
+ */
+export function prepared<Args extends unknown[], Row>(
+  arity: Args['length'],
+  build: (db: Kysely<DB>, ...args: Args) => Compilable<Row>,
+): Prepared<Args, Row> {
+  // Keyed by the dialect's adapter, which a database and its transactions share.
+  const compiled = new WeakMap<object, { sql: string; slots: Array<{ argument: number } | { value: unknown }> }>();
+  const compile = (db: Kysely<DB>) => {
+    const dialect = db.getExecutor().adapter;
+    let entry = compiled.get(dialect);
+    if (entry === undefined) {
+      const stand = Array.from({ length: arity }, (_, i) => placeholder(i)) as Args;
+      const query = build(db, ...stand).compile();
+      entry = {
+        sql: query.sql,
+        slots: query.parameters.map((value) => {
+          const match = typeof value === 'string' ? PLACEHOLDER.exec(value) : null;
+          return match ? { argument: Number(match[1]) } : { value };
+        }),
+      };
+      compiled.set(dialect, entry);
+    }
+    return entry;
+  };
+  const execute = async (db: Kysely<DB>, ...args: Args): Promise<Row[]> => {
+    const { sql, slots } = compile(db);
+    const parameters = slots.map((slot) => ('argument' in slot ? args[slot.argument] : slot.value));
+    return (await db.executeQuery<Row>(CompiledQuery.raw(sql, parameters))).rows;
+  };
+  return { execute, executeTakeFirst: async (db, ...args) => (await execute(db, ...args))[0] };
+}

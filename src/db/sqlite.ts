@@ -1,0 +1,71 @@
+import { DatabaseSync, type StatementSync, type SQLInputValue } from 'node:sqlite';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { SqliteDialect, type SqliteDatabase, type SqliteStatement } from 'kysely';
+
+const STATEMENT_CACHE_SIZE = 500;
+const CHECKPOINT_INTERVAL_MS = 200;
+
+/**
+ * Kysely's own SqliteDialect over `node:sqlite`. Kysely expects the
+ * better-sqlite3 shape; this bridges the two, caches prepared statements
+ * (the same SQL text is prepared once), and opens write transactions with
+ * `begin immediate` so that two processes on one file queue on the busy
+ * timeout instead of failing a read-to-write lock upgrade.
+ */
+export function createSqliteDialect(path: string): SqliteDialect {
+  if (path === ':memory:') {
+    const database = new DatabaseSync(path);
+    database.exec('PRAGMA foreign_keys = ON');
+    return new SqliteDialect({ database: adaptDatabase(database, () => {}) });
+  }
+  mkdirSync(dirname(path), { recursive: true });
+  const database = new DatabaseSync(path, { timeout: 5000 });
+  database.exec('PRAGMA foreign_keys = ON');
+  // WAL with synchronous=NORMAL: a commit is a write to the log, durable across process crashes (kill -9).
+  database.exec('PRAGMA journal_mode = WAL');
+  database.exec('PRAGMA synchronous = NORMAL');
+  database.exec('PRAGMA journal_size_limit = 67108864');
+  // Checkpoints fsync; left to a commit they would stall the event loop for tens of milliseconds.
+  database.exec('PRAGMA wal_autocheckpoint = 0');
+  const checkpointer = new Worker(new URL('./sqlite-checkpoint.worker.ts', import.meta.url), {
+    workerData: { path, intervalMs: CHECKPOINT_INTERVAL_MS },
+  });
+  checkpointer.unref();
+  const stopCheckpointer = () => {
+    checkpointer.postMessage('stop');
+  };
+  return new SqliteDialect({ database: adaptDatabase(database, stopCheckpointer) });
+}
+
+function adaptDatabase(database: DatabaseSync, onClose: () => void): SqliteDatabase {
+  const statements = new Map<string, SqliteStatement>();
+  return {
+    close: () => {
+      statements.clear();
+      if (database.isOpen) database.close();
+      onClose();
+    },
+    prepare(sql: string): SqliteStatement {
+      const text = sql === 'begin' ? 'begin immediate' : sql;
+      let statement = statements.get(text);
+      if (statement === undefined) {
+        statement = adaptStatement(database.prepare(text));
+        if (statements.size >= STATEMENT_CACHE_SIZE) statements.delete(statements.keys().next().value!);
+        statements.set(text, statement);
+      }
+      return statement;
+    },
+  };
+}
+
+function adaptStatement(statement: StatementSync): SqliteStatement {
+  const reader = statement.columns().length > 0;
+  return {
+    reader,
+    all: (parameters) => statement.all(...(parameters as SQLInputValue[])),
+    run: (parameters) => statement.run(...(parameters as SQLInputValue[])),
+    iterate: (parameters) => statement.iterate(...(parameters as SQLInputValue[])),
+  };
+}

@@ -1,0 +1,262 @@
+import { sql, type Kysely } from 'kysely';
+import { dialectOf } from '../db/connect.ts';
+import type { DB } from '../db/database.ts';
+import { prepared } from '../db/prepared.ts';
+import { toIso, toIsoOrNull } from '../shared/clock.ts';
+import type { DeliveriesTable, DeliveryStatus } from './event-webhooks.tables.ts';
+
+/** Spec 2.5 / CONTRACT 6: the delivery record as the API shows it. */
+export interface Delivery {
+  id: string;
+  endpointId: string;
+  eventId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  lastResponse: { status: number | null; body: string | null; error: string | null; durationMs: number | null; at: string } | null;
+  nextAttemptAt: string | null;
+  createdAt: string;
+}
+
+/** A delivery this worker holds the lease of, with what it needs to send it. */
+export interface LeasedDelivery {
+  id: string;
+  eventId: string;
+  eventType: string;
+  payload: string;
+  attempts: number;
+  seriesAttempts: number;
+  leaseUntil: number;
+}
+
+export interface Outcome {
+  id: string;
+  status: DeliveryStatus;
+  responseStatus: number | null;
+  body: string | null;
+  error: string | null;
+  durationMs: number;
+  at: number;
+  nextAttemptAt: number | null;
+}
+
+const PENDING = sql.lit('pending');
+
+export function toDelivery(row: DeliveriesTable): Delivery {
+  return {
+    id: row.id,
+    endpointId: row.endpoint_id,
+    eventId: row.event_id,
+    eventType: row.event_type,
+    status: row.status,
+    attempts: row.attempts,
+    lastResponse:
+      row.last_attempt_at === null
+        ? null
+        : { status: row.last_status, body: row.last_body, error: row.last_error, durationMs: row.last_duration_ms, at: toIso(row.last_attempt_at) },
+    nextAttemptAt: toIsoOrNull(row.next_attempt_at),
+    createdAt: toIso(row.created_at),
+  };
+}
+
+const insertDeliveryQuery = prepared(
+  8,
+  (db, id: string, accountId: string, endpointId: string, eventId: string, eventType: string, nextAttemptAt: number, lockedBy: string | null, lockedUntil: number | null) =>
+    db.insertInto('deliveries').values({
+      id,
+      account_id: accountId,
+      endpoint_id: endpointId,
+      event_id: eventId,
+      event_type: eventType,
+      status: 'pending',
+      attempts: 0,
+      series_attempts: 0,
+      next_attempt_at: nextAttemptAt,
+      locked_by: lockedBy,
+      locked_until: lockedUntil,
+      created_at: nextAttemptAt,
+    }),
+);
+
+/** New deliveries: pending, due at their creation, leased or not; one statement however many. */
+export async function insertDeliveries(db: Kysely<DB>, rows: DeliveriesTable[]): Promise<void> {
+  if (rows.length === 1) {
+    const row = rows[0]!;
+    await insertDeliveryQuery.execute(db, row.id, row.account_id, row.endpoint_id, row.event_id, row.event_type, row.created_at, row.locked_by, row.locked_until);
+  } else if (rows.length > 1) {
+    await db.insertInto('deliveries').values(rows).execute();
+  }
+}
+
+/** Enabled endpoints that have deliveries due and not leased: where a worker has work. */
+export async function endpointsWithDueDeliveries(db: Kysely<DB>, now: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('event_endpoints as e')
+    .select('e.id')
+    .where('e.enabled', '=', 1)
+    .where(({ exists, selectFrom }) =>
+      exists(
+        selectFrom('deliveries as d')
+          .select(sql.lit(1).as('one'))
+          .whereRef('d.endpoint_id', '=', 'e.id')
+          .where(sql.ref('d.status'), '=', PENDING)
+          .where('d.next_attempt_at', '<=', now)
+          .where((eb) => eb.or([eb('d.locked_until', 'is', null), eb('d.locked_until', '<', now)])),
+      ),
+    )
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+/**
+ * Leases up to `limit` due deliveries of one endpoint, oldest first. On
+ * PostgreSQL rows another worker is claiming are skipped (`FOR UPDATE SKIP
+ * LOCKED`); SQLite runs one writer at a time, so the statement is enough there.
+ */
+export async function claimDueDeliveries(
+  db: Kysely<DB>,
+  endpointId: string,
+  workerId: string,
+  now: number,
+  leaseUntil: number,
+  limit: number,
+): Promise<LeasedDelivery[]> {
+  let due = db
+    .selectFrom('deliveries')
+    .select('id')
+    .where('endpoint_id', '=', endpointId)
+    .where(sql.ref('status'), '=', PENDING)
+    .where('next_attempt_at', '<=', now)
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+    .orderBy('next_attempt_at')
+    .orderBy('id')
+    .limit(limit);
+  if (dialectOf(db) === 'postgres') due = due.forUpdate().skipLocked();
+  const claimed = await db
+    .updateTable('deliveries')
+    .set({ locked_by: workerId, locked_until: leaseUntil })
+    .where('id', 'in', due)
+    .returning(['id', 'event_id', 'event_type', 'attempts', 'series_attempts'])
+    .execute();
+  if (claimed.length === 0) return [];
+  const payloads = await db
+    .selectFrom('events')
+    .select(['id', 'payload'])
+    .where('id', 'in', claimed.map((row) => row.event_id))
+    .execute();
+  const payloadOf = new Map(payloads.map((row) => [row.id, row.payload]));
+  return claimed
+    .sort((a, b) => (a.id < b.id ? -1 : 1))
+    .map((row) => ({
+      id: row.id,
+      eventId: row.event_id,
+      eventType: row.event_type,
+      payload: payloadOf.get(row.event_id)!,
+      attempts: row.attempts,
+      seriesAttempts: row.series_attempts,
+      leaseUntil,
+    }));
+}
+
+/** Extends a lease this worker still holds; false when it was lost. */
+export async function extendLease(db: Kysely<DB>, id: string, workerId: string, leaseUntil: number): Promise<boolean> {
+  const result = await db
+    .updateTable('deliveries')
+    .set({ locked_until: leaseUntil })
+    .where('id', '=', id)
+    .where('locked_by', '=', workerId)
+    .where(sql.ref('status'), '=', PENDING)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Gives deliveries back to the queue, for any worker to take. */
+export async function releaseLeases(db: Kysely<DB>, ids: string[], workerId: string): Promise<void> {
+  if (ids.length === 0) return;
+  await db
+    .updateTable('deliveries')
+    .set({ locked_by: null, locked_until: null })
+    .where('id', 'in', ids)
+    .where('locked_by', '=', workerId)
+    .execute();
+}
+
+const OUTCOME_COLUMNS = ['id', 'status', 'next_attempt_at', 'last_status', 'last_body', 'last_error', 'last_duration_ms', 'last_attempt_at'] as const;
+type ColumnType = 'text' | 'bigint' | 'integer';
+const OUTCOME_TYPES: readonly ColumnType[] = ['text', 'text', 'bigint', 'integer', 'text', 'text', 'integer', 'bigint'];
+const OUTCOMES_PER_STATEMENT = 200;
+
+/** PostgreSQL types the parameters of a VALUES list as text unless told; SQLite takes them as they come. */
+function typedValue(dialect: 'sqlite' | 'postgres', type: ColumnType, value: unknown) {
+  return dialect === 'postgres' ? sql`cast(${value} as ${sql.raw(type)})` : sql`${value}`;
+}
+
+/**
+ * Records attempt outcomes, a whole batch per statement (`UPDATE … FROM
+ * (VALUES …)`, which both engines run), only for rows this worker still holds.
+ * VALUES columns are `column1`, `column2`… on both engines, hence the renaming select.
+ */
+export async function recordOutcomes(db: Kysely<DB>, workerId: string, outcomes: readonly Outcome[]): Promise<void> {
+  const dialect = dialectOf(db);
+  const named = sql.raw(OUTCOME_COLUMNS.map((column, i) => `column${i + 1} as ${column}`).join(', '));
+  for (let offset = 0; offset < outcomes.length; offset += OUTCOMES_PER_STATEMENT) {
+    const rows = outcomes.slice(offset, offset + OUTCOMES_PER_STATEMENT).map((o) => {
+      const values = [o.id, o.status, o.nextAttemptAt, o.responseStatus, o.body, o.error, o.durationMs, o.at];
+      return sql`(${sql.join(values.map((value, i) => typedValue(dialect, OUTCOME_TYPES[i]!, value)))})`;
+    });
+    await sql`
+      update deliveries set
+        status = v.status,
+        attempts = deliveries.attempts + 1,
+        series_attempts = deliveries.series_attempts + 1,
+        next_attempt_at = v.next_attempt_at,
+        locked_by = null,
+        locked_until = null,
+        last_status = v.last_status,
+        last_body = v.last_body,
+        last_error = v.last_error,
+        last_duration_ms = v.last_duration_ms,
+        last_attempt_at = v.last_attempt_at
+      from (select ${named} from (values ${sql.join(rows)}) as outcome) as v
+      where deliveries.id = v.id and deliveries.locked_by = ${workerId}
+    `.execute(db);
+  }
+}
+
+export async function listDeliveryRows(
+  db: Kysely<DB>,
+  accountId: string,
+  endpointId: string | undefined,
+  limit: number,
+  before: string | undefined,
+): Promise<DeliveriesTable[]> {
+  let query = db.selectFrom('deliveries').selectAll().where('account_id', '=', accountId);
+  if (endpointId !== undefined) query = query.where('endpoint_id', '=', endpointId);
+  if (before !== undefined) query = query.where('id', '<', before);
+  return query.orderBy('id', 'desc').limit(limit).execute();
+}
+
+export async function findDeliveryRow(db: Kysely<DB>, accountId: string, id: string): Promise<DeliveriesTable | undefined> {
+  return db.selectFrom('deliveries').selectAll().where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
+}
+
+/** A new attempt series for a finished delivery: same dlv_ and evt_, due now. Undefined when it is still pending. */
+export async function restartDelivery(db: Kysely<DB>, accountId: string, id: string, now: number): Promise<DeliveriesTable | undefined> {
+  return db
+    .updateTable('deliveries')
+    .set({ status: 'pending', series_attempts: 0, next_attempt_at: now, locked_by: null, locked_until: null })
+    .where('id', '=', id)
+    .where('account_id', '=', accountId)
+    .where('status', '!=', 'pending')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function countPendingDeliveries(db: Kysely<DB>): Promise<number> {
+  const row = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.countAll<number | string>().as('count'))
+    .where(sql.ref('status'), '=', PENDING)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}

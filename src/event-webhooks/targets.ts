@@ -1,0 +1,144 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { BlockList, isIP, isIPv4 } from 'node:net';
+
+/** IPv4 ranges that are not the public internet (IANA special-purpose registry). */
+const V4_RANGES: Array<[string, number, string]> = [
+  ['0.0.0.0', 8, 'unspecified'],
+  ['10.0.0.0', 8, 'private'],
+  ['100.64.0.0', 10, 'carrier-grade NAT'],
+  ['127.0.0.0', 8, 'loopback'],
+  ['169.254.0.0', 16, 'link-local (cloud metadata)'],
+  ['172.16.0.0', 12, 'private'],
+  ['192.0.0.0', 24, 'IETF protocol assignment'],
+  ['192.0.2.0', 24, 'documentation'],
+  ['192.88.99.0', 24, '6to4 relay'],
+  ['192.168.0.0', 16, 'private'],
+  ['198.18.0.0', 15, 'benchmarking'],
+  ['198.51.100.0', 24, 'documentation'],
+  ['203.0.113.0', 24, 'documentation'],
+  ['224.0.0.0', 4, 'multicast'],
+  ['240.0.0.0', 4, 'reserved'],
+];
+
+const V6_RANGES: Array<[string, number, string]> = [
+  ['::', 128, 'unspecified'],
+  ['::1', 128, 'loopback'],
+  ['100::', 64, 'discard-only'],
+  ['2001::', 32, 'Teredo'],
+  ['2001:db8::', 32, 'documentation'],
+  ['3fff::', 20, 'documentation'],
+  ['64:ff9b:1::', 48, 'local NAT64'],
+  ['fc00::', 7, 'unique local (private)'],
+  ['fe80::', 10, 'link-local'],
+  ['fec0::', 10, 'site-local'],
+  ['ff00::', 8, 'multicast'],
+];
+
+const v4Reasons = V4_RANGES.map(([network, prefix, reason]) => ({ list: blockList(network, prefix, 'ipv4'), reason }));
+const v6Reasons = V6_RANGES.map(([network, prefix, reason]) => ({ list: blockList(network, prefix, 'ipv6'), reason }));
+
+function blockList(network: string, prefix: number, family: 'ipv4' | 'ipv6'): BlockList {
+  const list = new BlockList();
+  list.addSubnet(network, prefix, family);
+  return list;
+}
+
+/** Why an address may not receive webhooks, or null when it is a public address. */
+export function forbiddenReason(address: string): string | null {
+  const ip = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
+  if (isIPv4(ip)) return v4Reasons.find(({ list }) => list.check(ip, 'ipv4'))?.reason ?? null;
+  if (isIP(ip) !== 6) return 'not an IP address';
+  const groups = expandIPv6(ip);
+  const embedded = embeddedIPv4(groups);
+  if (embedded !== null) {
+    const reason = forbiddenReason(embedded);
+    return reason === null ? null : `${reason}, embedded in IPv6`;
+  }
+  return v6Reasons.find(({ list }) => list.check(ip, 'ipv6'))?.reason ?? null;
+}
+
+/** The eight 16-bit groups of an IPv6 address (dotted IPv4 tails converted). */
+function expandIPv6(ip: string): number[] {
+  let text = ip.toLowerCase();
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted[1]!.split('.').map(Number) as [number, number, number, number];
+    text = text.slice(0, -dotted[1]!.length) + `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = '', tail] = text.split('::');
+  const headGroups = head === '' ? [] : head.split(':');
+  const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
+  const zeros = new Array<string>(8 - headGroups.length - tailGroups.length).fill('0');
+  return [...headGroups, ...(tail === undefined ? [] : zeros), ...tailGroups].map((group) => parseInt(group, 16));
+}
+
+/** IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address. */
+function embeddedIPv4(g: number[]): string | null {
+  const v4 = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+  const zeroUntil = (n: number) => g.slice(0, n).every((group) => group === 0);
+  if (zeroUntil(5) && g[5] === 0xffff) return v4(g[6]!, g[7]!);
+  if (zeroUntil(6) && (g[6] !== 0 || g[7]! > 1)) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((group) => group === 0)) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
+  return null;
+}
+
+export class RefusedTargetError extends Error {
+  override name = 'RefusedTargetError';
+}
+
+/** Hostnames that always mean this machine, refused before any lookup. */
+export function isLocalHostname(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  return host === 'localhost' || host.endsWith('.localhost');
+}
+
+/** @throws RefusedTargetError when the URL's host is an IP literal or a name that cannot be public. */
+export function checkHostLiteral(hostname: string): void {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  if (isLocalHostname(host)) throw new RefusedTargetError(`${hostname} is this machine`);
+  if (isIP(host) !== 0) {
+    const reason = forbiddenReason(host);
+    if (reason !== null) throw new RefusedTargetError(`${host} is a ${reason} address`);
+  }
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/** Resolves every address of a host name (the system resolver, or a stand-in in tests). */
+export type ResolveAll = (hostname: string, callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+
+export const systemResolveAll: ResolveAll = (hostname, callback) => dnsLookup(hostname, { all: true, order: 'verbatim' }, callback);
+
+export type SocketLookup = (hostname: string, options: { all?: boolean }, callback: LookupCallback) => void;
+
+/**
+ * A `lookup` for the socket: resolves every address of the host, refuses the
+ * connection if any is forbidden, and hands the socket exactly the addresses it
+ * checked, so nothing can re-resolve in between (no DNS-rebinding gap).
+ */
+export const checkedLookup = (resolveAll: ResolveAll): SocketLookup => (hostname, options, callback) => {
+  resolveAll(hostname, (error, addresses) => {
+    if (error) return callback(error, []);
+    const refused = addresses.find(({ address }) => forbiddenReason(address) !== null);
+    if (refused) {
+      const refusal = new RefusedTargetError(`${hostname} resolves to ${refused.address}, a ${forbiddenReason(refused.address)} address`);
+      return callback(refusal as NodeJS.ErrnoException, []);
+    }
+    if (options.all) return callback(null, addresses);
+    const first = addresses[0];
+    if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), []);
+    callback(null, first.address, first.family);
+  });
+};
+
+/** A `lookup` that resolves without checking: private targets allowed (local development and tests). */
+export const uncheckedLookup = (resolveAll: ResolveAll): SocketLookup => (hostname, options, callback) => {
+  resolveAll(hostname, (error, addresses) => {
+    if (error) return callback(error, []);
+    if (options.all) return callback(null, addresses);
+    const first = addresses[0];
+    if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), []);
+    callback(null, first.address, first.family);
+  });
+};

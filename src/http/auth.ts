@@ -1,0 +1,116 @@
+import fp from 'fastify-plugin';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Account } from '../accounts/accounts.repository.ts';
+import { AppError, forbidden, invalidBearerToken, unauthenticated } from './errors.ts';
+import { comesFromOwnOrigin } from './origin.ts';
+import { authenticateSession, readSessionCookie } from '../accounts/sessions.service.ts';
+import { authenticateApiKey } from '../api-keys/api-keys.service.ts';
+
+export type Principal =
+  | { kind: 'session'; accountId: string; sessionId: string }
+  | { kind: 'api_key'; accountId: string; apiKeyId: string; account: Account }
+  | { kind: 'machine'; accountId: string; machineId: string };
+
+/**
+ * What a route accepts:
+ * - `none`: anyone;
+ * - `account`: the session cookie or an API key (the default);
+ * - `session`: only the dashboard's session cookie;
+ * - `machine`: an account credential, or the machine token of the machine in the path's `:id`.
+ */
+export type AuthRequirement = 'none' | 'account' | 'session' | 'machine';
+
+export type BearerAuthenticator = (request: FastifyRequest, token: string) => Promise<Principal | null>;
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthRequirement;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyInstance {
+    /** Bearer token kinds by prefix; domains add theirs (machines add `tmm_`). */
+    bearerAuthenticators: Map<string, BearerAuthenticator>;
+  }
+}
+
+const MACHINE_TOKEN_SCOPE = "A machine token works only on its own machine's /mcp and /live-view endpoints.";
+
+export const authPlugin = fp(
+  async (app) => {
+    app.decorateRequest('principal', null);
+    app.decorate('bearerAuthenticators', new Map<string, BearerAuthenticator>([['tmk_', authenticateApiKey]]));
+
+    // Callback style: most requests are settled without waiting on anything, and a promise per request is not free.
+    app.addHook('onRequest', (request, reply, done) => {
+      // An unknown route is a 404 for everyone: asking for a credential there would misreport the mistake.
+      const requirement = request.is404 ? 'none' : (request.routeOptions.config.auth ?? 'account');
+      let bearer: string | undefined;
+      try {
+        bearer = readBearer(request, requirement !== 'none');
+      } catch (error) {
+        return done(error as Error);
+      }
+      const sessionToken = bearer === undefined ? readSessionCookie(request) : undefined;
+      if (sessionToken !== undefined && request.url.startsWith('/api/') && !comesFromOwnOrigin(request.method, request.headers, app.deps.config.publicUrl)) {
+        return done(new AppError(403, 'cross_site', 'Requests signed in with the session cookie must come from the dashboard itself.'));
+      }
+      if (requirement === 'none') return done();
+      const authenticated = bearer !== undefined ? authenticateBearer(request, bearer) : authenticateCookie(request, reply, sessionToken);
+      authenticated.then((principal) => {
+        request.principal = principal;
+        enforce(requirement, principal, request);
+      }).then(() => done(), done);
+    });
+  },
+  { name: 'auth', dependencies: ['core'] },
+);
+
+/**
+ * The Bearer token, if any. Another scheme is refused where a credential is
+ * needed and ignored elsewhere (a sender's own Basic credentials on an inbound webhook, say).
+ * @throws AppError 401 when `strict` and the header is not a Bearer token.
+ */
+function readBearer(request: FastifyRequest, strict: boolean): string | undefined {
+  const header = request.headers.authorization;
+  if (header === undefined) return undefined;
+  const match = /^Bearer +(\S+) *$/i.exec(header);
+  if (match) return match[1];
+  if (strict) throw unauthenticated('Use "Authorization: Bearer <token>".');
+  return undefined;
+}
+
+async function authenticateBearer(request: FastifyRequest, token: string): Promise<Principal> {
+  const authenticate = request.server.bearerAuthenticators.get(token.slice(0, 4));
+  const principal = authenticate ? await authenticate(request, token) : null;
+  if (principal === null) throw invalidBearerToken();
+  return principal;
+}
+
+async function authenticateCookie(request: FastifyRequest, reply: FastifyReply, token: string | undefined): Promise<Principal> {
+  const principal = token === undefined ? null : await authenticateSession(request, reply, token);
+  if (principal === null) throw unauthenticated();
+  return principal;
+}
+
+function enforce(requirement: AuthRequirement, principal: Principal, request: FastifyRequest): void {
+  if (requirement === 'session' && principal.kind !== 'session') {
+    throw forbidden(principal.kind === 'machine' ? MACHINE_TOKEN_SCOPE : 'This endpoint is for the signed-in dashboard, not API keys.');
+  }
+  if (principal.kind !== 'machine') return;
+  const pathMachineId = (request.params as { id?: string } | undefined)?.id;
+  if (requirement !== 'machine' || pathMachineId !== principal.machineId) throw forbidden(MACHINE_TOKEN_SCOPE);
+}
+
+/** The account a request acts for; only called on routes that require a credential. */
+export function accountIdOf(request: FastifyRequest): string {
+  if (request.principal === null) throw unauthenticated();
+  return request.principal.accountId;
+}
+
+/** The session a `session`-only route runs under. */
+export function sessionOf(request: FastifyRequest): Extract<Principal, { kind: 'session' }> {
+  if (request.principal?.kind !== 'session') throw unauthenticated();
+  return request.principal;
+}

@@ -1,0 +1,74 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from './errors.ts';
+import { buildProblem, PROBLEM_CONTENT_TYPE } from './problem.ts';
+
+const CODE_BY_CLIENT_STATUS: Record<number, string> = {
+  400: 'invalid_request',
+  401: 'unauthenticated',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+};
+
+/**
+ * The one place errors become responses. AppErrors and Fastify's own client
+ * errors (validation, body parsing, media type, size) keep their message;
+ * anything else is logged with its stack and answered with a generic 500,
+ * because an unexpected error's message may carry internals.
+ */
+export function registerErrorHandler(app: FastifyInstance, publicUrl: string): void {
+  const send = (reply: FastifyReply, status: number, code: string, detail: string, headers: Record<string, string> = {}) =>
+    sendProblem(reply, publicUrl, status, code, detail, headers);
+
+  app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    if (error instanceof AppError) return send(reply, error.status, error.code, error.message, error.headers);
+    const status = error.statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      const code = CODE_BY_CLIENT_STATUS[status] ?? 'invalid_request';
+      return send(reply, status, code, clientMessage(error));
+    }
+    request.server.deps.logger.error({ err: error, reqId: request.id, method: request.method, route: request.routeOptions.url }, 'unexpected error');
+    if (status === 503) return send(reply, 503, 'service_unavailable', 'The service is shutting down or not ready.');
+    return send(reply, 500, 'internal_error', 'Something went wrong on our side. The error has been logged.');
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    send(reply, 404, 'not_found', `No route ${request.method} ${request.url.split('?')[0]}.`),
+  );
+}
+
+function sendProblem(reply: FastifyReply, publicUrl: string, status: number, code: string, detail: string, headers: Record<string, string> = {}) {
+  reply.code(status).headers(headers).type(PROBLEM_CONTENT_TYPE);
+  return reply.send(JSON.stringify(buildProblem(publicUrl, status, code, detail)));
+}
+
+/**
+ * Fastify's `frameworkErrors` option: the router's own errors (a malformed
+ * percent-encoding, an over-long path parameter) never reach the error handler,
+ * and would otherwise go out as Fastify's plain JSON rather than problem+json.
+ */
+export function frameworkErrorHandler(publicUrl: string) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      sendProblem(reply, publicUrl, status, CODE_BY_CLIENT_STATUS[status] ?? 'invalid_request', clientMessage(error));
+      return;
+    }
+    request.server.deps.logger.error({ err: error, reqId: request.id }, 'unexpected router error');
+    sendProblem(reply, publicUrl, 500, 'internal_error', 'Something went wrong on our side. The error has been logged.');
+  };
+}
+
+function clientMessage(error: FastifyError): string {
+  if (error.validation) return `${error.message}.`;
+  if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return 'Send the body as application/json.';
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return 'The request body is larger than 1 MiB.';
+  if (error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return 'The JSON body is empty.';
+  if (error.code === 'FST_ERR_BAD_URL') return 'The URL has a malformed percent-encoding.';
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return 'A path segment of the URL is too long.';
+  if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return 'The body is not valid JSON.';
+  return error.message;
+}

@@ -1,0 +1,48 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { accountIdOf } from '../http/auth.ts';
+import { IdParamsSchema } from '../http/schemas.ts';
+import { methodNotAllowed, serveMcp } from '../mcp/mcp.http.ts';
+import { runCommand } from '../runs/runs.service.ts';
+import { wrongStatus } from './machines.errors.ts';
+import { toMachineView } from './machines.repository.ts';
+import { getMachineRow } from './machines.service.ts';
+
+const tags = ['mcp'];
+
+/** `POST /api/machines/{id}/mcp`: the machine's own MCP server, with its provider's tools (machine token or the owner's API key). */
+export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { deps, machineProvider: provider } = app;
+
+  app.post('/api/machines/:id/mcp', {
+    config: { auth: 'machine' },
+    schema: {
+      tags,
+      summary: "The machine's MCP server (Streamable HTTP, stateless): machine token or API key",
+      params: IdParamsSchema,
+      body: Type.Unknown({ description: 'A JSON-RPC message or batch' }),
+    },
+  }, async (request, reply) => {
+    const accountId = accountIdOf(request);
+    const machineId = request.params.id;
+    const machine = await getMachineRow(deps, accountId, machineId);
+    if (machine.status === 'destroyed') throw wrongStatus('serve MCP', machine.status);
+    return serveMcp(request, reply, `machine ${machine.name}`, (server) =>
+      provider.registerTools(server, {
+        logger: app.deps.logger,
+        describe: async () => toMachineView(await getMachineRow(deps, accountId, machineId)),
+        runCommand: (command, stopAfter) => runCommand(deps, provider, accountId, machineId, { command, stopAfter }),
+      }),
+    );
+  });
+
+  for (const method of ['GET', 'DELETE'] as const) {
+    app.route({
+      method,
+      url: '/api/machines/:id/mcp',
+      config: { auth: 'none' },
+      schema: { hide: true },
+      handler: async (_request, reply) => methodNotAllowed(reply),
+    });
+  }
+};

@@ -1,0 +1,81 @@
+import type { Updateable } from 'kysely';
+import type { Tx } from '../db/transaction.ts';
+import { failPendingRuns } from '../runs/run-events.ts';
+import { deleteTriggersOfMachine } from '../runs/triggers.repository.ts';
+import type { Deps } from '../shared/deps.ts';
+import { toIso } from '../shared/clock.ts';
+import { deleteLiveViewsOfMachine } from './live-views.repository.ts';
+import { emitMachineEvent } from './machine-events.ts';
+import { updateMachineIf, type MachineRow } from './machines.repository.ts';
+import type { MachinesTable } from './machines.tables.ts';
+
+/**
+ * Every state change of a machine, each a compare-and-set on its version
+ * with its event in the same transaction. Each returns the machine as it now
+ * is, or null when another request or process changed it first (and so
+ * emitted whatever event was due). Calling the provider is the caller's job.
+ */
+
+/** Spec 6.1: `data.detail.reason` of `machine.stopped`. */
+export type StopReason = 'requested' | 'expired' | 'balance-empty' | 'platform' | `after schedule ${string}` | `after webhook ${string}`;
+
+async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<MachinesTable>): Promise<MachineRow | null> {
+  const now = deps.clock.now();
+  if (!(await updateMachineIf(tx.db, row, changes, now))) return null;
+  return { ...row, ...changes, version: row.version + 1, updated_at: now } as MachineRow;
+}
+
+/** Booting: from creation, a stop or an error. The machine is `starting` until the provider says otherwise. */
+export async function markStarting(deps: Deps, tx: Tx, row: MachineRow, checkAt: number): Promise<MachineRow | null> {
+  return change(deps, tx, row, { status: 'starting', status_changed_at: deps.clock.now(), check_at: checkAt });
+}
+
+/** A finished boot: `machine.created` the first time, `machine.started` after that. */
+export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
+  const now = deps.clock.now();
+  const updated = await change(deps, tx, row, { status: 'running', status_changed_at: now, check_at: checkAt, booted_at: row.booted_at ?? now });
+  if (updated === null) return null;
+  await emitMachineEvent(deps, tx, row.booted_at === null ? 'machine.created' : 'machine.started', updated);
+  return updated;
+}
+
+export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: string, message: string): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, { status: 'error', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
+  if (updated === null) return null;
+  await emitMachineEvent(deps, tx, 'machine.error', updated, { reason, message });
+  await failPendingRuns(deps, tx, updated, `The machine failed (${reason}) before the run could start.`);
+  return updated;
+}
+
+export async function markStopped(deps: Deps, tx: Tx, row: MachineRow, reason: StopReason): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, { status: 'stopped', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
+  if (updated === null) return null;
+  await emitMachineEvent(deps, tx, 'machine.stopped', updated, { reason });
+  await failPendingRuns(deps, tx, updated, `The machine stopped (${reason}) before the run could start.`);
+  return updated;
+}
+
+/** Destroyed machines keep their row (events refer to them) but lose their token, triggers and live views. */
+export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason: 'requested' | 'expired' | 'pool'): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, {
+    status: 'destroyed',
+    status_changed_at: deps.clock.now(),
+    check_at: null,
+    pool_id: null,
+    mcp_token_hash: null,
+  });
+  if (updated === null) return null;
+  await emitMachineEvent(deps, tx, 'machine.destroyed', updated, { reason });
+  await failPendingRuns(deps, tx, updated, 'The machine was destroyed before the run could start.');
+  await deleteTriggersOfMachine(tx.db, row.id);
+  await deleteLiveViewsOfMachine(tx.db, row.id);
+  return updated;
+}
+
+/** `machine.expired`, carrying the status the machine had when it expired; the stop or destroy follows. */
+export async function markExpired(deps: Deps, tx: Tx, row: MachineRow): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, { expired_at: deps.clock.now() });
+  if (updated === null) return null;
+  await emitMachineEvent(deps, tx, 'machine.expired', updated, { expiresAt: toIso(row.expires_at!), onExpire: row.on_expire });
+  return updated;
+}

@@ -1,0 +1,23 @@
+import { AppError, invalidRequest, notFound } from '../http/errors.ts';
+import type { MachineStatus } from './machines.tables.ts';
+
+export const machineNotFound = () => notFound('The machine');
+
+export const poolNotFound = () => notFound('The pool');
+
+export const invalidState = (detail: string) => new AppError(409, 'invalid_state', detail);
+
+export const wrongStatus = (action: string, status: MachineStatus) =>
+  invalidState(`The machine is ${status}; it cannot ${action} now.`);
+
+/** Another request or process changed the machine between our read and our write. */
+export const changedMeanwhile = () => invalidState('The machine changed while this request ran. Read it again and retry.');
+
+export const machineExpired = () => invalidState('The machine has expired; it cannot be started again.');
+
+export const poolEmpty = (pool: string) =>
+  new AppError(409, 'pool_empty', `The pool "${pool}" has no machine to hand out (its count is 0). Raise its count or create the machine without a pool.`);
+
+export const poolNameTaken = (name: string) => new AppError(409, 'conflict', `A pool named "${name}" already exists.`);
+
+export const unknownSize = (sizes: readonly string[]) => invalidRequest(`size must be one of ${sizes.join(', ')}.`);

@@ -1,0 +1,85 @@
+import * as z from 'zod';
+import type { PlatformToolRegistrar } from '../mcp/mcp.plugin.ts';
+import { defineTool } from '../mcp/tools.ts';
+import { toPage } from '../http/pagination.ts';
+import { runCommand } from '../runs/runs.service.ts';
+import { createLiveView } from './live-view.service.ts';
+import { toMachineView } from './machines.repository.ts';
+import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
+import type { MachineProvider } from './provider.ts';
+
+const MachineId = z.string().min(1).max(100).describe('Machine id (mch_…)');
+const ById = z.strictObject({ id: MachineId });
+const Status = z.enum(['starting', 'running', 'stopping', 'stopped', 'error', 'destroyed']);
+const Labels = z
+  .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/), z.string().max(256))
+  .refine((labels) => Object.keys(labels).length <= 50, 'at most 50 labels');
+
+/** The platform MCP server's machine tools: the HTTP machine API, tool for route, same JSON. */
+export function machinePlatformTools(provider: MachineProvider): PlatformToolRegistrar {
+  return (server, { deps, accountId }) => {
+    const logger = deps.logger;
+
+    defineTool(server, logger, 'machines_list', {
+      description: "Lists the account's machines, newest first, as {data, nextCursor}.",
+      input: z.strictObject({
+        limit: z.number().int().min(1).max(100).optional(),
+        cursor: z.string().regex(/^[a-z]+_[0-9a-z]{26}$/).optional(),
+        status: Status.optional(),
+      }),
+      annotations: { readOnlyHint: true },
+    }, async ({ limit = 50, cursor, status }) => toPage(await listMachines(deps, accountId, { limit: limit + 1, cursor, status }), limit));
+
+    defineTool(server, logger, 'machine_get', {
+      description: 'One machine by id.',
+      input: ById,
+      annotations: { readOnlyHint: true },
+    }, async ({ id }) => toMachineView(await getMachineRow(deps, accountId, id)));
+
+    defineTool(server, logger, 'machine_create', {
+      description:
+        'Creates and boots a machine (or claims a warm one with `pool`). The answer carries `mcpToken`, shown only once: ' +
+        'the machine token for the machine’s own MCP endpoint.',
+      input: z.strictObject({
+        name: z.string().min(1).max(100),
+        size: z.string().min(1).max(50).optional().describe(`One of ${provider.sizes.join(', ')}`),
+        externalId: z.string().max(255).optional(),
+        labels: Labels.optional(),
+        expiresAt: z.iso.datetime({ offset: true }).optional().describe('ISO 8601; must be in the future'),
+        onExpire: z.enum(['stop', 'destroy']).optional(),
+        pool: z.string().min(1).max(100).optional().describe('Warm pool name or id'),
+      }),
+    }, (input) => createMachine(deps, provider, accountId, input));
+
+    defineTool(server, logger, 'machine_start', {
+      description: 'Boots a stopped machine; machine.started follows once it is up.',
+      input: ById,
+    }, ({ id }) => startMachine(deps, provider, accountId, id));
+
+    defineTool(server, logger, 'machine_stop', {
+      description: 'Turns a machine off, keeping its state.',
+      input: ById,
+    }, ({ id }) => stopMachine(deps, provider, accountId, id));
+
+    defineTool(server, logger, 'machine_destroy', {
+      description: 'Destroys a machine for good.',
+      input: ById,
+      annotations: { destructiveHint: true },
+    }, ({ id }) => destroyMachine(deps, provider, accountId, id));
+
+    defineTool(server, logger, 'machine_rotate_token', {
+      description: 'Issues a new machine token (mcpToken); the previous one stops working.',
+      input: ById,
+    }, ({ id }) => rotateMachineToken(deps, accountId, id));
+
+    defineTool(server, logger, 'machine_run_command', {
+      description: 'Runs a command on a running machine (a manual run) and returns the finished run.',
+      input: z.strictObject({ id: MachineId, command: z.string().min(1).max(10_000), stopAfter: z.boolean().optional() }),
+    }, ({ id, command, stopAfter }) => runCommand(deps, provider, accountId, id, { command, stopAfter: stopAfter ?? false }));
+
+    defineTool(server, logger, 'machine_live_view', {
+      description: "Creates a 15-minute link to the machine's screen, as {url, expiresAt}.",
+      input: ById,
+    }, ({ id }) => createLiveView(deps, accountId, id));
+  };
+}

@@ -1,0 +1,122 @@
+import type { Kysely, Updateable } from 'kysely';
+import type { DB } from '../db/database.ts';
+import { toIso, toIsoOrNull } from '../shared/clock.ts';
+import { parseLabels } from './machine-events.ts';
+import type { MachinesTable, MachineStatus } from './machines.tables.ts';
+import type { ProviderMachine } from './provider.ts';
+
+export type MachineRow = MachinesTable;
+
+/** The machine record of the HTTP API (CONTRACT 7). */
+export interface MachineView {
+  id: string;
+  name: string;
+  status: MachineStatus;
+  size: string;
+  externalId: string;
+  labels: Record<string, string>;
+  expiresAt: string | null;
+  createdAt: string;
+}
+
+export function toMachineView(row: MachineRow): MachineView {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    size: row.size,
+    externalId: row.external_id,
+    labels: parseLabels(row.labels),
+    expiresAt: toIsoOrNull(row.expires_at),
+    createdAt: toIso(row.created_at),
+  };
+}
+
+export function toProviderMachine(row: MachineRow): ProviderMachine {
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at };
+}
+
+/** Statuses in which a pooled machine counts as warm. */
+export const WARM_STATUSES: MachineStatus[] = ['starting', 'running'];
+
+export async function insertMachine(db: Kysely<DB>, row: MachineRow): Promise<void> {
+  await db.insertInto('machines').values(row).execute();
+}
+
+export async function findMachine(db: Kysely<DB>, accountId: string, id: string): Promise<MachineRow | undefined> {
+  return db.selectFrom('machines').selectAll().where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
+}
+
+export async function findMachineById(db: Kysely<DB>, id: string): Promise<MachineRow | undefined> {
+  return db.selectFrom('machines').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function findMachineByTokenHash(db: Kysely<DB>, tokenHash: string) {
+  return db
+    .selectFrom('machines')
+    .select(['id', 'account_id'])
+    .where('mcp_token_hash', '=', tokenHash)
+    .where('status', '<>', 'destroyed')
+    .executeTakeFirst();
+}
+
+export async function listMachineRows(
+  db: Kysely<DB>,
+  accountId: string,
+  options: { limit: number; before: string | undefined; status: MachineStatus | undefined },
+): Promise<MachineRow[]> {
+  let query = db.selectFrom('machines').selectAll().where('account_id', '=', accountId);
+  if (options.before !== undefined) query = query.where('id', '<', options.before);
+  if (options.status !== undefined) query = query.where('status', '=', options.status);
+  return query.orderBy('id', 'desc').limit(options.limit).execute();
+}
+
+/**
+ * Compare-and-set: applies `changes` only if the machine is still at the
+ * version read, and bumps it. False means someone else changed it first.
+ */
+export async function updateMachineIf(
+  db: Kysely<DB>,
+  row: Pick<MachineRow, 'id' | 'version'>,
+  changes: Updateable<MachinesTable>,
+  now: number,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('machines')
+    .set({ ...changes, version: row.version + 1, updated_at: now })
+    .where('id', '=', row.id)
+    .where('version', '=', row.version)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Machines the provider must be asked about. */
+export async function machinesDueForCheck(db: Kysely<DB>, now: number, limit: number): Promise<MachineRow[]> {
+  return db.selectFrom('machines').selectAll().where('check_at', 'is not', null).where('check_at', '<=', now).orderBy('check_at').limit(limit).execute();
+}
+
+export async function machinesDueToExpire(db: Kysely<DB>, now: number, limit: number): Promise<MachineRow[]> {
+  return db
+    .selectFrom('machines')
+    .selectAll()
+    .where('expires_at', 'is not', null)
+    .where('expired_at', 'is', null)
+    .where('expires_at', '<=', now)
+    .where('status', '<>', 'destroyed')
+    .orderBy('expires_at')
+    .limit(limit)
+    .execute();
+}
+
+/** Warm machines of a pool, running ones first: those are the ones worth handing out. */
+export async function warmPoolMachines(db: Kysely<DB>, poolId: string, limit: number): Promise<MachineRow[]> {
+  return db
+    .selectFrom('machines')
+    .selectAll()
+    .where('pool_id', '=', poolId)
+    .where('status', 'in', WARM_STATUSES)
+    .orderBy((eb) => eb.case().when('status', '=', 'running').then(0).else(1).end())
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+}

@@ -1,0 +1,163 @@
+import { inTransaction } from '../db/transaction.ts';
+import { invalidRequest } from '../http/errors.ts';
+import type { Deps } from '../shared/deps.ts';
+import { newId } from '../shared/ids.ts';
+import { generateToken, hashToken } from '../shared/secrets.ts';
+import { changedMeanwhile, machineExpired, machineNotFound, unknownSize, wrongStatus } from './machines.errors.ts';
+import {
+  findMachine,
+  insertMachine,
+  listMachineRows,
+  toMachineView,
+  toProviderMachine,
+  updateMachineIf,
+  type MachineRow,
+  type MachineView,
+} from './machines.repository.ts';
+import type { MachineStatus, OnExpire } from './machines.tables.ts';
+import { markDestroyed, markStarting, markStopped } from './machine-transitions.ts';
+import { claimFromPool } from './pools.service.ts';
+import type { MachineProvider } from './provider.ts';
+
+export interface NewMachine {
+  name: string;
+  size?: string | undefined;
+  externalId?: string | undefined;
+  labels?: Record<string, string> | undefined;
+  expiresAt?: string | undefined;
+  onExpire?: OnExpire | undefined;
+  /** A pool's name or id: take a warm machine from it. */
+  pool?: string | undefined;
+}
+
+/** The machine response of create and token rotation: the token is in it only then. */
+export interface MachineWithToken extends MachineView {
+  mcpToken: string;
+}
+
+/** What a machine is given by its creator, checked. */
+export interface MachineFields {
+  name: string;
+  size: string | undefined;
+  externalId: string;
+  labels: Record<string, string>;
+  expiresAt: number | null;
+  onExpire: OnExpire;
+}
+
+/** @throws AppError 400 for a blank name, an unknown size or an expiry not in the future. */
+export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number): MachineFields {
+  const name = input.name.trim();
+  if (name === '') throw invalidRequest('name must not be blank.');
+  if (input.size !== undefined && !provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
+  let expiresAt: number | null = null;
+  if (input.expiresAt !== undefined) {
+    expiresAt = Date.parse(input.expiresAt);
+    if (Number.isNaN(expiresAt)) throw invalidRequest('expiresAt must be an ISO 8601 timestamp.');
+    if (expiresAt <= now) throw invalidRequest('expiresAt must be in the future.');
+  }
+  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop' };
+}
+
+/**
+ * Creates and boots a machine, or claims a warm one from a pool.
+ * `machine.created` follows when the boot completes (the worker asks the provider).
+ * @throws AppError 400 bad fields, 404 unknown pool, 409 pool_empty.
+ */
+export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
+  const now = deps.clock.now();
+  const fields = checkMachineFields(provider, input, now);
+  if (input.pool !== undefined) return claimFromPool(deps, provider, accountId, input.pool, fields);
+  const mcpToken = generateToken('tmm_');
+  const row: MachineRow = {
+    id: newId('mch', now),
+    account_id: accountId,
+    name: fields.name,
+    size: fields.size ?? provider.defaultSize,
+    external_id: fields.externalId,
+    labels: JSON.stringify(fields.labels),
+    status: 'starting',
+    status_changed_at: now,
+    version: 0,
+    check_at: null,
+    booted_at: null,
+    pool_id: null,
+    on_expire: fields.onExpire,
+    expires_at: fields.expiresAt,
+    expired_at: null,
+    mcp_token_hash: hashToken(mcpToken),
+    created_at: now,
+    updated_at: now,
+  };
+  row.check_at = (await provider.boot(toProviderMachine(row), now)).checkAt;
+  await insertMachine(deps.db, row);
+  return { ...toMachineView(row), mcpToken };
+}
+
+/** @throws AppError 404 when the machine does not exist or belongs to another account. */
+export async function getMachineRow(deps: Pick<Deps, 'db'>, accountId: string, id: string): Promise<MachineRow> {
+  const row = await findMachine(deps.db, accountId, id);
+  if (row === undefined) throw machineNotFound();
+  return row;
+}
+
+export async function listMachines(
+  deps: Deps,
+  accountId: string,
+  options: { limit: number; cursor: string | undefined; status: MachineStatus | undefined },
+): Promise<MachineView[]> {
+  const rows = await listMachineRows(deps.db, accountId, { limit: options.limit, before: options.cursor, status: options.status });
+  return rows.map(toMachineView);
+}
+
+/**
+ * Boots a stopped (or failed) machine; `machine.started` follows when the boot completes.
+ * @throws AppError 404, 409 invalid_state when it is not stopped or error, or has expired.
+ */
+export async function startMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
+  const row = await getMachineRow(deps, accountId, id);
+  if (row.status !== 'stopped' && row.status !== 'error') throw wrongStatus('be started', row.status);
+  if (row.expired_at !== null) throw machineExpired();
+  const { checkAt } = await provider.boot(toProviderMachine(row), deps.clock.now());
+  const updated = await inTransaction(deps.db, (tx) => markStarting(deps, tx, row, checkAt));
+  if (updated === null) throw changedMeanwhile();
+  return toMachineView(updated);
+}
+
+/**
+ * Turns a machine off, keeping its state (`machine.stopped`, reason `requested`).
+ * @throws AppError 404, 409 invalid_state unless it is starting or running.
+ */
+export async function stopMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
+  const row = await getMachineRow(deps, accountId, id);
+  if (row.status !== 'running' && row.status !== 'starting') throw wrongStatus('be stopped', row.status);
+  await provider.stop(toProviderMachine(row));
+  const updated = await inTransaction(deps.db, (tx) => markStopped(deps, tx, row, 'requested'));
+  if (updated === null) throw changedMeanwhile();
+  return toMachineView(updated);
+}
+
+/**
+ * Deletes a machine (`machine.destroyed`); its record stays readable with status `destroyed`.
+ * @throws AppError 404, 409 invalid_state when it is already destroyed.
+ */
+export async function destroyMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
+  const row = await getMachineRow(deps, accountId, id);
+  if (row.status === 'destroyed') throw wrongStatus('be destroyed', row.status);
+  await provider.destroy(toProviderMachine(row));
+  const updated = await inTransaction(deps.db, (tx) => markDestroyed(deps, tx, row, 'requested'));
+  if (updated === null) throw changedMeanwhile();
+  return toMachineView(updated);
+}
+
+/**
+ * Issues a new machine token; the previous one fails at once.
+ * @throws AppError 404, 409 invalid_state for a destroyed machine.
+ */
+export async function rotateMachineToken(deps: Deps, accountId: string, id: string): Promise<MachineWithToken> {
+  const row = await getMachineRow(deps, accountId, id);
+  if (row.status === 'destroyed') throw wrongStatus('get a token', row.status);
+  const mcpToken = generateToken('tmm_');
+  if (!(await updateMachineIf(deps.db, row, { mcp_token_hash: hashToken(mcpToken) }, deps.clock.now()))) throw changedMeanwhile();
+  return { ...toMachineView(row), mcpToken };
+}

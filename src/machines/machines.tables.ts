@@ -1,0 +1,53 @@
+export type MachineStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'error' | 'destroyed';
+
+export type OnExpire = 'stop' | 'destroy';
+
+export interface MachinesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  size: string;
+  /** Caller-supplied reference; the empty string when none was given. */
+  external_id: string;
+  /** JSON object of string keys to string values. */
+  labels: string;
+  status: MachineStatus;
+  status_changed_at: number;
+  /** Bumped by every change: state changes are compare-and-set on it, so two processes never apply one twice. */
+  version: number;
+  /** When the provider wants to be asked about this machine again (boot finished? still up?). */
+  check_at: number | null;
+  /** First completed boot: the moment `machine.created` was emitted. */
+  booted_at: number | null;
+  /** The warm pool this machine waits in; null once claimed, or when it never was in one. */
+  pool_id: string | null;
+  on_expire: OnExpire;
+  expires_at: number | null;
+  /** Set when expiry was handled, so it happens once. */
+  expired_at: number | null;
+  /** SHA-256 of the current machine token; null when the machine has none (pooled or destroyed). */
+  mcp_token_hash: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface PoolsTable {
+  id: string;
+  account_id: string;
+  name: string;
+  size: string;
+  /** Machines kept booted and unclaimed. */
+  count: number;
+  /** Bumped by every refill: refills are serialised on it across processes. */
+  version: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface LiveViewsTable {
+  token_hash: string;
+  account_id: string;
+  machine_id: string;
+  expires_at: number;
+  created_at: number;
+}

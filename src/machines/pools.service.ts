@@ -1,0 +1,199 @@
+import { isUniqueViolation } from '../db/errors.ts';
+import { inTransaction, type Tx } from '../db/transaction.ts';
+import { invalidRequest } from '../http/errors.ts';
+import type { Deps } from '../shared/deps.ts';
+import { newId } from '../shared/ids.ts';
+import { generateToken, hashToken } from '../shared/secrets.ts';
+import { emitMachineEvent } from './machine-events.ts';
+import { markDestroyed } from './machine-transitions.ts';
+import { poolEmpty, poolNameTaken, poolNotFound, unknownSize } from './machines.errors.ts';
+import {
+  insertMachine,
+  toMachineView,
+  toProviderMachine,
+  updateMachineIf,
+  warmPoolMachines,
+  type MachineRow,
+} from './machines.repository.ts';
+import type { MachineFields, MachineWithToken } from './machines.service.ts';
+import {
+  deletePoolRow,
+  findPool,
+  findPoolByRef,
+  insertPool,
+  listPoolRows,
+  lockPool,
+  readyCounts,
+  toPoolView,
+  updatePoolCount,
+  type PoolRow,
+  type PoolView,
+} from './pools.repository.ts';
+import type { MachineProvider } from './provider.ts';
+
+/** More than any pool holds, so every warm machine is seen. */
+const MAX_POOL_MACHINES = 1000;
+const CLAIM_ATTEMPTS = 3;
+
+async function poolView(deps: Deps, row: PoolRow): Promise<PoolView> {
+  return toPoolView(row, (await readyCounts(deps.db, [row.id])).get(row.id) ?? 0);
+}
+
+/** @throws AppError 404 for an unknown pool or another account's. */
+export async function getPoolRow(deps: Deps, accountId: string, id: string): Promise<PoolRow> {
+  const row = await findPool(deps.db, accountId, id);
+  if (row === undefined) throw poolNotFound();
+  return row;
+}
+
+export async function getPool(deps: Deps, accountId: string, id: string): Promise<PoolView> {
+  return poolView(deps, await getPoolRow(deps, accountId, id));
+}
+
+export async function listPools(deps: Deps, accountId: string, limit: number, cursor: string | undefined): Promise<PoolView[]> {
+  const rows = await listPoolRows(deps.db, accountId, limit, cursor);
+  const ready = await readyCounts(deps.db, rows.map((row) => row.id));
+  return rows.map((row) => toPoolView(row, ready.get(row.id) ?? 0));
+}
+
+/**
+ * Creates a pool and starts booting its `count` machines.
+ * @throws AppError 400 blank name or unknown size, 409 conflict when the name is taken.
+ */
+export async function createPool(
+  deps: Deps,
+  provider: MachineProvider,
+  accountId: string,
+  input: { name: string; size: string; count: number },
+): Promise<PoolView> {
+  const name = input.name.trim();
+  if (name === '') throw invalidRequest('name must not be blank.');
+  if (!provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
+  const now = deps.clock.now();
+  const row: PoolRow = { id: newId('pool', now), account_id: accountId, name, size: input.size, count: input.count, version: 0, created_at: now, updated_at: now };
+  try {
+    await inTransaction(deps.db, async (tx) => {
+      await insertPool(tx.db, row);
+      await refillPool(deps, provider, tx, row.id);
+    });
+  } catch (error) {
+    if (isUniqueViolation(error)) throw poolNameTaken(name);
+    throw error;
+  }
+  return poolView(deps, row);
+}
+
+/** Changes how many machines the pool keeps warm: boots more, or destroys the surplus. */
+export async function resizePool(deps: Deps, provider: MachineProvider, accountId: string, id: string, count: number): Promise<PoolView> {
+  const pool = await getPoolRow(deps, accountId, id);
+  await inTransaction(deps.db, async (tx) => {
+    await updatePoolCount(tx.db, pool.id, count, deps.clock.now());
+    await refillPool(deps, provider, tx, pool.id);
+  });
+  return getPool(deps, accountId, id);
+}
+
+/** Deletes the pool and destroys its unclaimed machines; claimed machines are not touched. */
+export async function deletePool(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<void> {
+  const pool = await getPoolRow(deps, accountId, id);
+  await inTransaction(deps.db, async (tx) => {
+    if ((await lockPool(tx.db, pool.id)) === undefined) return;
+    for (const machine of await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES)) {
+      await provider.destroy(toProviderMachine(machine));
+      await markDestroyed(deps, tx, machine, 'pool');
+    }
+    await deletePoolRow(tx.db, pool.id);
+  });
+}
+
+/**
+ * Brings the pool to `count` warm (starting or running) machines, under the
+ * pool's row lock so that two processes never both fill the same gap.
+ */
+export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, poolId: string): Promise<void> {
+  const pool = await lockPool(tx.db, poolId);
+  if (pool === undefined) return;
+  const warm = await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES);
+  for (let i = warm.length; i < pool.count; i++) await insertMachine(tx.db, await newPoolMachine(deps, provider, pool));
+  // Surplus: the last ones (still starting, newest) go first.
+  for (const machine of warm.slice(pool.count).reverse()) {
+    await provider.destroy(toProviderMachine(machine));
+    await markDestroyed(deps, tx, machine, 'pool');
+  }
+}
+
+async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow): Promise<MachineRow> {
+  const now = deps.clock.now();
+  const id = newId('mch', now);
+  const row: MachineRow = {
+    id,
+    account_id: pool.account_id,
+    name: `${pool.name}-${id.slice(-6)}`,
+    size: pool.size,
+    external_id: '',
+    labels: '{}',
+    status: 'starting',
+    status_changed_at: now,
+    version: 0,
+    check_at: null,
+    booted_at: null,
+    pool_id: pool.id,
+    on_expire: 'stop',
+    expires_at: null,
+    expired_at: null,
+    mcp_token_hash: null,
+    created_at: now,
+    updated_at: now,
+  };
+  row.check_at = (await provider.boot(toProviderMachine(row), now)).checkAt;
+  return row;
+}
+
+/**
+ * Hands out a warm machine of the pool (a running one if there is one) with
+ * the caller's name, labels and expiry and a fresh token, emits
+ * `machine.claimed`, and boots a replacement in the same transaction.
+ * @throws AppError 404 unknown pool, 400 size differs from the pool's, 409 pool_empty.
+ */
+export async function claimFromPool(
+  deps: Deps,
+  provider: MachineProvider,
+  accountId: string,
+  poolRef: string,
+  fields: MachineFields,
+): Promise<MachineWithToken> {
+  const pool = await findPoolByRef(deps.db, accountId, poolRef);
+  if (pool === undefined) throw poolNotFound();
+  if (fields.size !== undefined && fields.size !== pool.size) {
+    throw invalidRequest(`size must be the pool's size (${pool.size}) or left out.`);
+  }
+  const mcpToken = generateToken('tmm_');
+  const claimed = await inTransaction(deps.db, async (tx) => {
+    // Claims and refills of one pool queue on its lock: always pool first, then machines, so they cannot deadlock.
+    if ((await lockPool(tx.db, pool.id)) === undefined) throw poolNotFound();
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      const candidates = await warmPoolMachines(tx.db, pool.id, 5);
+      if (candidates.length === 0) break;
+      for (const candidate of candidates) {
+        const changes = {
+          pool_id: null,
+          name: fields.name,
+          external_id: fields.externalId,
+          labels: JSON.stringify(fields.labels),
+          expires_at: fields.expiresAt,
+          on_expire: fields.onExpire,
+          mcp_token_hash: hashToken(mcpToken),
+        };
+        const now = deps.clock.now();
+        if (!(await updateMachineIf(tx.db, candidate, changes, now))) continue;
+        const machine: MachineRow = { ...candidate, ...changes, version: candidate.version + 1, updated_at: now };
+        await emitMachineEvent(deps, tx, 'machine.claimed', machine, { pool: { id: pool.id, name: pool.name } });
+        await refillPool(deps, provider, tx, pool.id);
+        return machine;
+      }
+    }
+    return null;
+  });
+  if (claimed === null) throw poolEmpty(pool.name);
+  return { ...toMachineView(claimed), mcpToken };
+}

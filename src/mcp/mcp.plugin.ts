@@ -1,0 +1,54 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import fp from 'fastify-plugin';
+import { Type } from 'typebox';
+import { accountIdOf, type Principal } from '../http/auth.ts';
+import type { Deps } from '../shared/deps.ts';
+import { methodNotAllowed, serveMcp } from './mcp.http.ts';
+
+export interface PlatformToolContext {
+  deps: Deps;
+  /** The account the caller acts for. */
+  accountId: string;
+  principal: Principal;
+}
+
+/** A domain's contribution to the platform MCP server: registers its tools for one request's caller. */
+export type PlatformToolRegistrar = (server: McpServer, context: PlatformToolContext) => void;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Domains push their registrars here (machines, event webhooks); each request's server gets them all. */
+    platformMcpTools: PlatformToolRegistrar[];
+  }
+}
+
+const JsonRpcBody = Type.Unknown({ description: 'A JSON-RPC message or batch (MCP Streamable HTTP)' });
+const tags = ['mcp'];
+
+/** `POST /api/mcp`: the platform MCP server, for API keys (machine tokens are refused by the auth hook). */
+export const mcpPlugin = fp(
+  async (app) => {
+    app.decorate('platformMcpTools', [] as PlatformToolRegistrar[]);
+    if (app.deps.config.role === 'worker') return;
+
+    app.post('/api/mcp', {
+      schema: { tags, summary: 'Platform MCP server (Streamable HTTP, stateless); Bearer API key', body: JsonRpcBody },
+    }, async (request, reply) => {
+      const context: PlatformToolContext = { deps: app.deps, accountId: accountIdOf(request), principal: request.principal! };
+      return serveMcp(request, reply, 'machine-platform', (server) => {
+        for (const register of app.platformMcpTools) register(server, context);
+      });
+    });
+
+    for (const method of ['GET', 'DELETE'] as const) {
+      app.route({
+        method,
+        url: '/api/mcp',
+        config: { auth: 'none' },
+        schema: { hide: true },
+        handler: async (_request, reply) => methodNotAllowed(reply),
+      });
+    }
+  },
+  { name: 'mcp', dependencies: ['core', 'auth'] },
+);

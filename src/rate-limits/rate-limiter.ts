@@ -1,0 +1,64 @@
+import { sql, type Kysely } from 'kysely';
+import type { DB } from '../db/database.ts';
+import { rateLimited } from '../http/errors.ts';
+
+export interface Limit {
+  max: number;
+  windowMs: number;
+}
+
+export interface LimitCheck {
+  key: string;
+  limit: Limit;
+}
+
+export interface HitResult {
+  allowed: boolean;
+  retryAfterSeconds: number;
+}
+
+/**
+ * Counts one hit against a fixed window that starts at the key's first hit.
+ * One atomic upsert, so the count holds across processes sharing the database.
+ */
+export async function hit(db: Kysely<DB>, check: LimitCheck, now: number): Promise<HitResult> {
+  const expiredBefore = now - check.limit.windowMs;
+  const row = await db
+    .insertInto('rate_limits')
+    .values({ key: check.key, window_started_at: now, hits: 1 })
+    .onConflict((conflict) =>
+      conflict.column('key').doUpdateSet({
+        hits: sql<number>`case when rate_limits.window_started_at <= ${expiredBefore} then 1 else rate_limits.hits + 1 end`,
+        window_started_at: sql<number>`case when rate_limits.window_started_at <= ${expiredBefore} then ${now} else rate_limits.window_started_at end`,
+      }),
+    )
+    .returning(['hits', 'window_started_at'])
+    .executeTakeFirstOrThrow();
+  const allowed = row.hits <= check.limit.max;
+  const retryAfterMs = row.window_started_at + check.limit.windowMs - now;
+  return { allowed, retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil(retryAfterMs / 1000)) };
+}
+
+/**
+ * Counts a hit on every key; all are counted even when one is already over.
+ * @throws AppError 429 with Retry-After when any limit is exceeded.
+ */
+export async function enforce(db: Kysely<DB>, checks: readonly LimitCheck[], now: number): Promise<void> {
+  let retryAfterSeconds = 0;
+  for (const check of checks) {
+    const result = await hit(db, check, now);
+    if (!result.allowed) retryAfterSeconds = Math.max(retryAfterSeconds, result.retryAfterSeconds);
+  }
+  if (retryAfterSeconds > 0) throw rateLimited(retryAfterSeconds);
+}
+
+/** Like enforce, but reports instead of throwing: for answers that must not reveal the limit. */
+export async function allows(db: Kysely<DB>, checks: readonly LimitCheck[], now: number): Promise<boolean> {
+  let allowed = true;
+  for (const check of checks) allowed = (await hit(db, check, now)).allowed && allowed;
+  return allowed;
+}
+
+export async function deleteExpiredWindows(db: Kysely<DB>, olderThan: number): Promise<void> {
+  await db.deleteFrom('rate_limits').where('window_started_at', '<', olderThan).execute();
+}

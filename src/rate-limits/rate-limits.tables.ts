@@ -1,0 +1,5 @@
+export interface RateLimitsTable {
+  key: string;
+  window_started_at: number;
+  hits: number;
+}

@@ -1,0 +1,53 @@
+export type RunSource = 'manual' | 'schedule' | 'webhook';
+
+/** `pending` waits for its machine to be running; `succeeded` and `failed` are final. */
+export type RunStatus = 'pending' | 'running' | 'succeeded' | 'failed';
+
+export interface RunsTable {
+  id: string;
+  account_id: string;
+  machine_id: string;
+  source: RunSource;
+  /** The schedule or inbound webhook that caused the run; null for manual runs. */
+  source_id: string | null;
+  /** Its name when the run was made, for the stop reason `after schedule <name>`. */
+  source_name: string | null;
+  command: string;
+  stop_after: number;
+  status: RunStatus;
+  exit_code: number | null;
+  output: string | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+}
+
+export interface SchedulesTable {
+  id: string;
+  account_id: string;
+  machine_id: string;
+  name: string;
+  /** Five-field cron expression, evaluated in UTC. */
+  cron: string;
+  command: string;
+  stop_after: number;
+  /** The next tick; claiming a tick is a compare-and-set on this column. */
+  next_run_at: number;
+  last_run_at: number | null;
+  created_at: number;
+}
+
+export interface InboundWebhooksTable {
+  id: string;
+  account_id: string;
+  machine_id: string;
+  name: string;
+  command: string;
+  stop_after: number;
+  /** SHA-256 of the unguessable token in the webhook's URL. */
+  token_hash: string;
+  /** The signing secret itself: HMAC needs it, so it cannot be stored as a hash. */
+  secret: string;
+  last_triggered_at: number | null;
+  created_at: number;
+}

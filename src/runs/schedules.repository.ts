@@ -1,0 +1,48 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.ts';
+import type { SchedulesTable } from './runs.tables.ts';
+
+export type ScheduleRow = SchedulesTable;
+
+export async function insertSchedule(db: Kysely<DB>, row: ScheduleRow): Promise<void> {
+  await db.insertInto('schedules').values(row).execute();
+}
+
+export async function findSchedule(db: Kysely<DB>, accountId: string, id: string): Promise<ScheduleRow | undefined> {
+  return db.selectFrom('schedules').selectAll().where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
+}
+
+export async function listScheduleRows(
+  db: Kysely<DB>,
+  accountId: string,
+  options: { limit: number; before: string | undefined; machineId: string | undefined },
+): Promise<ScheduleRow[]> {
+  let query = db.selectFrom('schedules').selectAll().where('account_id', '=', accountId);
+  if (options.before !== undefined) query = query.where('id', '<', options.before);
+  if (options.machineId !== undefined) query = query.where('machine_id', '=', options.machineId);
+  return query.orderBy('id', 'desc').limit(options.limit).execute();
+}
+
+export async function deleteSchedule(db: Kysely<DB>, accountId: string, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('schedules').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+export async function dueSchedules(db: Kysely<DB>, now: number, limit: number): Promise<ScheduleRow[]> {
+  return db.selectFrom('schedules').selectAll().where('next_run_at', '<=', now).orderBy('next_run_at').limit(limit).execute();
+}
+
+/**
+ * Claims one tick: moves next_run_at on only if it still holds the tick that
+ * was read. Of several processes that saw the same due schedule, exactly one
+ * gets true (Postgres re-checks the condition after waiting for the row lock).
+ */
+export async function claimScheduleTick(db: Kysely<DB>, schedule: ScheduleRow, nextRunAt: number, now: number): Promise<boolean> {
+  const result = await db
+    .updateTable('schedules')
+    .set({ next_run_at: nextRunAt, last_run_at: now })
+    .where('id', '=', schedule.id)
+    .where('next_run_at', '=', schedule.next_run_at)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}

@@ -1,0 +1,187 @@
+import { strict as assert } from 'node:assert';
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, test } from 'node:test';
+import { ConfigError, DEFAULT_PASSWORD_HASH_COST, loadConfig } from '../src/config.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** Asserts that loading `env` stops with one ConfigError line that starts with the variable's name. */
+function assertRejects(env: Record<string, string>, variable: string): void {
+  assert.throws(
+    () => loadConfig(env),
+    (error: unknown) => {
+      assert.ok(error instanceof ConfigError, `${JSON.stringify(env)} threw ${String(error)}`);
+      assert.ok(error.message.startsWith(`${variable} `), `"${error.message}" names ${variable}`);
+      assert.doesNotMatch(error.message, /\n/);
+      return true;
+    },
+    `${JSON.stringify(env)} is refused`,
+  );
+}
+
+describe('loadConfig', () => {
+  test('defaults (CONTRACT 2)', () => {
+    const config = loadConfig({});
+    assert.deepEqual(config, {
+      port: 3000,
+      host: '127.0.0.1',
+      publicUrl: 'http://localhost:3000',
+      secureCookies: false,
+      databaseUrl: 'sqlite:./data/service.db',
+      smtpUrl: null,
+      mailDir: resolve('./data/mail'),
+      role: 'all',
+      trustProxy: false,
+      rateLimit: true,
+      logLevel: 'info',
+      webhook: {
+        timeoutMs: 10_000,
+        retryDelaysMs: [30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000],
+        maxAttempts: 8,
+        allowPrivateTargets: false,
+      },
+      machines: { provider: 'simulated', bootMs: 2000, workerIntervalMs: 1000 },
+      passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
+    });
+    assert.deepEqual(DEFAULT_PASSWORD_HASH_COST, { memoryKiB: 19 * 1024, passes: 2, parallelism: 1 });
+  });
+
+  test('MACHINE_PROVIDER, MACHINE_BOOT_MS and MACHINE_WORKER_INTERVAL_MS', () => {
+    const config = loadConfig({ MACHINE_PROVIDER: 'simulated', MACHINE_BOOT_MS: '50', MACHINE_WORKER_INTERVAL_MS: '25' });
+    assert.deepEqual(config.machines, { provider: 'simulated', bootMs: 50, workerIntervalMs: 25 });
+    for (const [variable, value] of [['MACHINE_PROVIDER', 'firecracker'], ['MACHINE_BOOT_MS', '-1'], ['MACHINE_BOOT_MS', 'soon'], ['MACHINE_WORKER_INTERVAL_MS', '5']]) {
+      assert.throws(() => loadConfig({ [variable!]: value }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `), `${variable}=${value}`);
+    }
+  });
+
+  test('the result is frozen, nested objects included', () => {
+    const config = loadConfig({});
+    assert.ok(Object.isFrozen(config));
+    assert.ok(Object.isFrozen(config.webhook));
+    assert.ok(Object.isFrozen(config.webhook.retryDelaysMs));
+  });
+
+  test('empty values of switches and numbers mean the default', () => {
+    const config = loadConfig({ PORT: '', TRUST_PROXY: '', RATE_LIMIT: '', ROLE: '', SMTP_URL: '', WEBHOOK_MAX_ATTEMPTS: '' });
+    assert.equal(config.port, 3000);
+    assert.equal(config.trustProxy, false);
+    assert.equal(config.rateLimit, true);
+    assert.equal(config.role, 'all');
+    assert.equal(config.smtpUrl, null);
+    assert.equal(config.webhook.maxAttempts, 8);
+  });
+
+  test('PORT: a whole number from 0 to 65535; PUBLIC_URL follows it by default', () => {
+    const config = loadConfig({ PORT: '8080' });
+    assert.equal(config.port, 8080);
+    assert.equal(config.publicUrl, 'http://localhost:8080');
+    assert.equal(loadConfig({ PORT: '65535' }).port, 65535);
+    for (const value of ['abc', '-1', '65536', '3.5', '1e3', ' 80', '0x50']) assertRejects({ PORT: value }, 'PORT');
+  });
+
+  test('HOST, MAIL_DIR and LOG_LEVEL', () => {
+    const config = loadConfig({ HOST: '0.0.0.0', MAIL_DIR: '/tmp/outbox', LOG_LEVEL: 'warn' });
+    assert.equal(config.host, '0.0.0.0');
+    assert.equal(config.mailDir, '/tmp/outbox');
+    assert.equal(config.logLevel, 'warn');
+    assertRejects({ HOST: '  ' }, 'HOST');
+    assertRejects({ MAIL_DIR: '' }, 'MAIL_DIR');
+    assertRejects({ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL');
+  });
+
+  test('PUBLIC_URL: an http(s) origin; https turns on secure cookies', () => {
+    const https = loadConfig({ PUBLIC_URL: 'https://Platform.Example.com/' });
+    assert.equal(https.publicUrl, 'https://platform.example.com');
+    assert.equal(https.secureCookies, true);
+    assert.equal(loadConfig({ PUBLIC_URL: 'http://127.0.0.1:8080' }).publicUrl, 'http://127.0.0.1:8080');
+    assert.equal(loadConfig({ PUBLIC_URL: 'https://example.com:443' }).publicUrl, 'https://example.com');
+    for (const value of [
+      'https://example.com/app',
+      'https://example.com/app/',
+      'https://example.com/?a=1',
+      'https://example.com/#top',
+      'https://user:secret@example.com',
+      'ftp://example.com',
+      'example.com',
+      'not a url',
+      '',
+    ]) {
+      assertRejects({ PUBLIC_URL: value }, 'PUBLIC_URL');
+    }
+  });
+
+  test('DATABASE_URL: sqlite:PATH, sqlite::memory: or postgres://', () => {
+    for (const value of ['sqlite:./x.db', 'sqlite::memory:', 'sqlite:/var/lib/service.db', 'postgres://u:p@db:5432/app', 'postgresql://localhost/app']) {
+      assert.equal(loadConfig({ DATABASE_URL: value }).databaseUrl, value);
+    }
+    for (const value of ['mysql://localhost/app', 'sqlite:', './service.db', 'postgres://[::1', '']) assertRejects({ DATABASE_URL: value }, 'DATABASE_URL');
+  });
+
+  test('SMTP_URL: smtp:// or smtps://, unset means .eml files', () => {
+    assert.equal(loadConfig({ SMTP_URL: 'smtp://localhost:25' }).smtpUrl, 'smtp://localhost:25');
+    assert.equal(loadConfig({ SMTP_URL: 'smtps://user:pass@mail.example.com:465' }).smtpUrl, 'smtps://user:pass@mail.example.com:465');
+    // Regression: an SMTP_URL without a host (smtp:/, smtp://) was accepted.
+    for (const value of ['http://mail.example.com', 'mail.example.com', 'smtp:/', 'smtp://', 'smtp://[bad']) assertRejects({ SMTP_URL: value }, 'SMTP_URL');
+  });
+
+  test('ROLE: api, worker or all', () => {
+    for (const role of ['api', 'worker', 'all'] as const) assert.equal(loadConfig({ ROLE: role }).role, role);
+    for (const value of ['web', 'ALL', 'api,worker']) assertRejects({ ROLE: value }, 'ROLE');
+  });
+
+  test('switches: TRUST_PROXY, RATE_LIMIT, WEBHOOK_ALLOW_PRIVATE_TARGETS take on/off and their synonyms', () => {
+    for (const variable of ['TRUST_PROXY', 'RATE_LIMIT', 'WEBHOOK_ALLOW_PRIVATE_TARGETS']) {
+      const read = (value: string) => {
+        const config = loadConfig({ [variable]: value });
+        return { TRUST_PROXY: config.trustProxy, RATE_LIMIT: config.rateLimit, WEBHOOK_ALLOW_PRIVATE_TARGETS: config.webhook.allowPrivateTargets }[variable];
+      };
+      for (const value of ['on', 'ON', 'true', 'yes', '1', ' on ']) assert.equal(read(value), true, `${variable}=${value}`);
+      for (const value of ['off', 'Off', 'false', 'no', '0']) assert.equal(read(value), false, `${variable}=${value}`);
+      for (const value of ['maybe', '2', 'enabled']) assertRejects({ [variable]: value }, variable);
+    }
+  });
+
+  test('WEBHOOK_TIMEOUT_MS and WEBHOOK_MAX_ATTEMPTS: bounded whole numbers', () => {
+    const config = loadConfig({ WEBHOOK_TIMEOUT_MS: '2500', WEBHOOK_MAX_ATTEMPTS: '3' });
+    assert.equal(config.webhook.timeoutMs, 2500);
+    assert.equal(config.webhook.maxAttempts, 3);
+    for (const value of ['0', '120001', 'ten', '1.5']) assertRejects({ WEBHOOK_TIMEOUT_MS: value }, 'WEBHOOK_TIMEOUT_MS');
+    for (const value of ['0', '101', 'x']) assertRejects({ WEBHOOK_MAX_ATTEMPTS: value }, 'WEBHOOK_MAX_ATTEMPTS');
+  });
+
+  test('WEBHOOK_RETRY_DELAYS: a comma-separated list of durations in ms, s, m or h', () => {
+    assert.deepEqual(loadConfig({ WEBHOOK_RETRY_DELAYS: '500ms, 1.5s,2m,1h' }).webhook.retryDelaysMs, [500, 1500, 120_000, 3_600_000]);
+    for (const value of ['30s,,1m', '30', '30 seconds', '5d', 'soon', '', ',']) assertRejects({ WEBHOOK_RETRY_DELAYS: value }, 'WEBHOOK_RETRY_DELAYS');
+  });
+});
+
+describe('bad configuration stops the server', () => {
+  function runServer(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+    return new Promise((done) => {
+      const child = execFile(
+        './node_modules/.bin/node',
+        ['src/server.ts'],
+        { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 20_000 },
+        (_error, _stdout, stderr) => done({ code: child.exitCode, stderr }),
+      );
+    });
+  }
+
+  test('PORT=abc exits 1 with one line on stderr naming PORT', async () => {
+    const { code, stderr } = await runServer({ PORT: 'abc' });
+    assert.equal(code, 1);
+    const lines = stderr.trimEnd().split('\n');
+    assert.equal(lines.length, 1, `one line, got: ${stderr}`);
+    assert.match(lines[0]!, /\bPORT\b/);
+    assert.doesNotMatch(stderr, /\bat .*\.ts:\d+/, 'no stack trace');
+  });
+
+  test('a PUBLIC_URL with a path exits 1 with one line naming PUBLIC_URL', async () => {
+    const { code, stderr } = await runServer({ PUBLIC_URL: 'https://example.com/app' });
+    assert.equal(code, 1);
+    assert.equal(stderr.trimEnd().split('\n').length, 1, `one line, got: ${stderr}`);
+    assert.match(stderr, /\bPUBLIC_URL\b/);
+  });
+});

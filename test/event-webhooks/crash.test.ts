@@ -1,0 +1,123 @@
+import { strict as assert } from 'node:assert';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { Kysely } from 'kysely';
+import { connectDatabase } from '../../src/db/connect.ts';
+import type { DB } from '../../src/db/database.ts';
+import { freshDatabase, onPostgres, urlWithSchema, type TestDatabase } from '../support/database.ts';
+import { eventually, startReceiver, type Receiver } from '../support/receiver.ts';
+import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
+
+/**
+ * kill -9 at any moment loses no delivery: the real service in a child
+ * process, killed while attempts are in flight, restarted; on PostgreSQL a
+ * second worker process shares the queue meanwhile.
+ */
+describe('crash safety of deliveries', { timeout: 120_000 }, () => {
+  let database: TestDatabase;
+  let db: Kysely<DB>;
+  let receiver: Receiver;
+  let env: Record<string, string>;
+  const processes: ServiceProcess[] = [];
+
+  before(async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'crash-'));
+    database = await freshDatabase(join(dir, 'service.db'));
+    receiver = await startReceiver((_request, n) => ({ status: 200, delayMs: 50 + (n % 5) * 20 }));
+    env = {
+      DATABASE_URL: urlWithSchema(database),
+      MAIL_DIR: join(dir, 'mail'),
+      RATE_LIMIT: 'off',
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
+      // A short timeout makes the lease short (2 × timeout + 1 s), so a dead worker's deliveries come back soon.
+      WEBHOOK_TIMEOUT_MS: '1000',
+      WEBHOOK_RETRY_DELAYS: '100ms',
+      MACHINE_BOOT_MS: '20',
+      MACHINE_WORKER_INTERVAL_MS: '25',
+    };
+  });
+  after(async () => {
+    for (const service of processes) await service.kill('SIGKILL');
+    await db?.destroy();
+    await receiver.close();
+    await database.drop();
+  });
+
+  async function start(extra: Record<string, string> = {}): Promise<ServiceProcess> {
+    const service = await startServiceProcess({ ...env, ...extra });
+    processes.push(service);
+    return service;
+  }
+
+  test('every event is delivered at least once, and never two attempts of one delivery at once', async () => {
+    let api = await start();
+    const worker = onPostgres ? await start({ ROLE: 'worker' }) : null;
+    const json = { 'content-type': 'application/json', origin: api.url };
+    const registered = await fetch(`${api.url}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email: 'crash@example.com', password: 'correct horse battery', name: 'Crash' }) });
+    assert.equal(registered.status, 201);
+    const cookie = String(registered.headers.get('set-cookie')).split(';')[0]!;
+    const key = (await (await fetch(`${api.url}/api/keys`, { method: 'POST', headers: { ...json, cookie }, body: JSON.stringify({ name: 'crash' }) })).json()).key as string;
+    const bearer = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+    const endpoint = await fetch(`${api.url}/api/event-webhooks`, { method: 'POST', headers: bearer, body: JSON.stringify({ url: receiver.url }) });
+    assert.equal(endpoint.status, 201);
+
+    // Events from the machine API: each machine boots (machine.created) and is stopped (machine.stopped).
+    const createMachines = async (service: ServiceProcess, count: number, prefix: string) => {
+      for (let i = 0; i < count; i++) {
+        const created = await fetch(`${service.url}/api/machines`, { method: 'POST', headers: bearer, body: JSON.stringify({ name: `${prefix}-${i}` }) });
+        assert.equal(created.status, 201, await created.text());
+      }
+    };
+    await createMachines(api, 40, 'before');
+    await receiver.waitFor(5, 20_000);
+    await eventually(() => receiver.unanswered() > 0 || undefined, 10_000, 'an attempt in flight');
+    assert.ok(receiver.requests.length < 40, 'the kill lands while deliveries are still under way');
+    assert.equal(await api.kill('SIGKILL'), null, 'killed, not exited');
+
+    api = await start();
+    await createMachines(api, 10, 'after');
+
+    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    const expected = await eventually(async () => {
+      const events = await db.selectFrom('events').select('id').execute();
+      const delivered = new Set(receiver.requests.map((request) => JSON.parse(request.body).id as string));
+      const missing = events.filter((event) => !delivered.has(event.id));
+      return events.length >= 50 && missing.length === 0 ? events : undefined;
+    }, 60_000, 'every stored event delivered');
+    assert.ok(expected.length >= 50);
+    assert.equal(receiver.maxConcurrentPerDelivery, 1, 'two attempts of one delivery overlapped');
+    await eventually(async () => {
+      const undelivered = await db.selectFrom('deliveries').select('id').where('status', '!=', 'delivered').execute();
+      return undelivered.length === 0 || undefined;
+    }, 30_000, 'every delivery recorded as delivered');
+    if (worker) assert.equal(worker.child.exitCode, null, 'the second worker kept running');
+    // Nothing of this test may work on into the next one.
+    for (const service of processes.splice(0)) await service.kill('SIGKILL');
+  });
+
+  test('SIGTERM lets the attempts in flight finish and records them before exiting', async () => {
+    const slow = await startReceiver(() => ({ status: 200, delayMs: 600 }));
+    try {
+      const service = await start();
+      const json = { 'content-type': 'application/json', origin: service.url };
+      const registered = await fetch(`${service.url}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email: 'graceful@example.com', password: 'correct horse battery', name: 'G' }) });
+      const cookie = String(registered.headers.get('set-cookie')).split(';')[0]!;
+      const session = { ...json, cookie };
+      const created = await fetch(`${service.url}/api/event-webhooks`, { method: 'POST', headers: session, body: JSON.stringify({ url: slow.url }) });
+      const endpointId = (await created.json()).id as string;
+      for (let i = 0; i < 3; i++) await fetch(`${service.url}/api/machines`, { method: 'POST', headers: session, body: JSON.stringify({ name: `g-${i}` }) });
+      await eventually(() => slow.unanswered() === 3 || undefined, 10_000, 'three attempts in flight');
+      const code = await service.kill('SIGTERM');
+      assert.equal(code, 0, `exit code ${code}; stderr: ${service.stderr()}`);
+      assert.equal(slow.requests.length, 3, `requests: ${slow.requests.map((r) => r.headers['service-event']).join(', ')}`);
+      db ??= connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+      const rows = await db.selectFrom('deliveries').select(['status', 'locked_by', 'attempts']).where('endpoint_id', '=', endpointId).execute();
+      assert.equal(rows.length, 3, JSON.stringify(rows));
+      for (const row of rows) assert.deepEqual({ ...row }, { status: 'delivered', locked_by: null, attempts: 1 }, JSON.stringify(rows));
+    } finally {
+      await slow.close();
+    }
+  });
+});

@@ -1,0 +1,186 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
+import { asBearer, asSession, createApiKey, createTestApp, registerUser, type TestContext, type TestUser } from '../support/app.ts';
+import { eventually, receiverPool } from '../support/receiver.ts';
+import { createEndpoint, deliveriesOf, emit } from './helpers.ts';
+
+describe('test operation, retry, cancellation and receiver behaviour', () => {
+  let ctx: TestContext;
+  let user: TestUser;
+  const receivers = receiverPool();
+  const receiver = receivers.start;
+  const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
+    ctx.app.inject({ method, url, headers: asSession(user.session), ...(payload ? { payload } : {}) });
+
+  before(async () => {
+    ctx = await createTestApp({
+      realClock: true,
+      env: { WEBHOOK_TIMEOUT_MS: '500', WEBHOOK_RETRY_DELAYS: '50ms', WEBHOOK_MAX_ATTEMPTS: '2' },
+    });
+    user = await registerUser(ctx);
+  });
+  after(async () => {
+    await receivers.closeAll();
+    await ctx.close();
+  });
+
+  test('test sends webhook.test at once, reports {ok, status, error}, and appears in the deliveries listing', async () => {
+    const hook = await receiver();
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url, events: ['run.failed'] });
+    const response = await call('POST', `/api/event-webhooks/${endpoint.id}/test`);
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(response.json(), { ok: true, status: 200, error: null });
+    assert.equal(hook.requests.length, 1, 'sent before the answer');
+    const [request] = hook.requests;
+    const event = verifyWebhook(request!.body, String(request!.headers['service-signature']), endpoint.secret);
+    assert.equal(event.type, 'webhook.test');
+    assert.deepEqual(event.data, { endpointId: endpoint.id });
+    assert.equal(request!.headers['service-event'], 'webhook.test');
+    const [delivery] = await deliveriesOf(ctx, user, endpoint.id);
+    assert.equal(delivery?.eventType, 'webhook.test');
+    assert.equal(delivery?.status, 'delivered');
+    assert.equal(delivery?.attempts, 1);
+    assert.equal(delivery?.id, request!.headers['service-delivery']);
+  });
+
+  test('test reports the failure of a refusing receiver, once, without retrying, even when paused', async () => {
+    const hook = await receiver(() => ({ status: 418, body: 'teapot' }));
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    await call('PATCH', `/api/event-webhooks/${endpoint.id}`, { enabled: false });
+    const response = await call('POST', `/api/event-webhooks/${endpoint.id}/test`);
+    assert.deepEqual(response.json(), { ok: false, status: 418, error: 'receiver answered 418' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(hook.requests.length, 1);
+    const [delivery] = await deliveriesOf(ctx, user, endpoint.id);
+    assert.equal(delivery?.status, 'failed');
+    assert.equal(delivery?.lastResponse?.body, 'teapot');
+  });
+
+  test('test against a closed port reports status null and the connection error', async () => {
+    const closed = await receiver();
+    const url = closed.url;
+    await closed.close();
+    const endpoint = await createEndpoint(ctx, user, { url });
+    const response = await call('POST', `/api/event-webhooks/${endpoint.id}/test`);
+    assert.deepEqual(response.json(), { ok: false, status: null, error: 'connection refused' });
+  });
+
+  test('retry sends a failed delivery again as a new series with the same dlv_ and evt_', async () => {
+    let healthy = false;
+    const hook = await receiver(() => ({ status: healthy ? 200 : 500 }));
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    const event = await emit(ctx, user.id, 'machine.destroyed');
+    const failed = await eventually(async () => (await deliveriesOf(ctx, user, endpoint.id)).find((d) => d.status === 'failed'));
+    assert.equal(failed.attempts, 2);
+    healthy = true;
+    const retried = await call('POST', `/api/event-webhooks/deliveries/${failed.id}/retry`);
+    assert.equal(retried.statusCode, 202);
+    assert.equal(retried.json().status, 'pending');
+    const delivered = await eventually(async () => (await deliveriesOf(ctx, user, endpoint.id)).find((d) => d.status === 'delivered'));
+    assert.equal(delivered.id, failed.id);
+    assert.equal(delivered.eventId, event.id);
+    assert.equal(delivered.attempts, 3);
+    assert.equal(hook.requests.length, 3);
+    assert.equal(new Set(hook.requests.map((r) => r.headers['service-delivery'])).size, 1);
+
+    const again = await call('POST', `/api/event-webhooks/deliveries/${failed.id}/retry`);
+    assert.equal(again.statusCode, 202, 'a delivered one can be sent again too');
+    await hook.waitFor(4);
+  });
+
+  test('retry of a pending delivery is 409, of an unknown or foreign one 404', async () => {
+    const hook = await receiver(() => 'hang');
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    await emit(ctx, user.id, 'machine.created');
+    const [pending] = await deliveriesOf(ctx, user, endpoint.id);
+    const response = await call('POST', `/api/event-webhooks/deliveries/${pending!.id}/retry`);
+    assert.equal(response.statusCode, 409);
+    assert.equal(response.json().code, 'delivery_pending');
+    assert.equal((await call('POST', '/api/event-webhooks/deliveries/dlv_00000000000000000000000000/retry')).statusCode, 404);
+    const stranger = await registerUser(ctx);
+    const foreign = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/deliveries/${pending!.id}/retry`, headers: asSession(stranger.session) });
+    assert.equal(foreign.statusCode, 404);
+  });
+
+  test('deleting an endpoint cancels its pending deliveries', async () => {
+    const hook = await receiver(() => 'hang');
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    await emit(ctx, user.id, 'machine.created');
+    await hook.waitFor(1);
+    // The first attempt is in flight and would time out into a retry; the endpoint goes first.
+    assert.equal((await call('DELETE', `/api/event-webhooks/${endpoint.id}`)).statusCode, 204);
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    assert.equal(hook.requests.length, 1, 'no attempt after deletion');
+    const rows = await ctx.app.deps.db.selectFrom('deliveries').select('id').where('endpoint_id', '=', endpoint.id).execute();
+    assert.equal(rows.length, 0);
+    assert.equal((await call('GET', `/api/event-webhooks/deliveries?endpoint=${endpoint.id}`)).statusCode, 404);
+  });
+
+  test('only the first 1,024 bytes of the answer are kept', async () => {
+    const hook = await receiver(() => ({ status: 200, body: 'x'.repeat(1000) + 'y'.repeat(100_000) }));
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    await emit(ctx, user.id, 'machine.created');
+    const delivery = await eventually(async () => (await deliveriesOf(ctx, user, endpoint.id)).find((d) => d.status === 'delivered'));
+    assert.equal(delivery.lastResponse?.body, 'x'.repeat(1000) + 'y'.repeat(24));
+  });
+
+  test('redirects are failures and are not followed', async () => {
+    const target = await receiver();
+    const hook = await receiver(() => ({ status: 301, headers: { location: target.url } }));
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    const response = await call('POST', `/api/event-webhooks/${endpoint.id}/test`);
+    assert.deepEqual(response.json(), { ok: false, status: 301, error: 'redirect (301) not followed' });
+    assert.equal(target.requests.length, 0);
+  });
+
+  test('a receiver that answers 2xx headers in time succeeds even if its body never ends', async () => {
+    const hook = await receiver(() => ({ status: 202, body: 'accepted, and more to come', endless: true }));
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    assert.deepEqual((await call('POST', `/api/event-webhooks/${endpoint.id}/test`)).json(), { ok: true, status: 202, error: null });
+    const [delivery] = await deliveriesOf(ctx, user, endpoint.id);
+    assert.equal(delivery?.lastResponse?.body, 'accepted, and more to come');
+  });
+
+  test('endpoints and deliveries are managed with an API key as well', async () => {
+    const key = await createApiKey(ctx, user);
+    const hook = await receiver();
+    const created = await ctx.app.inject({ method: 'POST', url: '/api/event-webhooks', headers: asBearer(key), payload: { url: hook.url } });
+    assert.equal(created.statusCode, 201);
+    const tested = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${created.json().id}/test`, headers: asBearer(key) });
+    assert.equal(tested.json().ok, true);
+    const listed = await ctx.app.inject({ method: 'GET', url: `/api/event-webhooks/deliveries?endpoint=${created.json().id}&limit=1`, headers: asBearer(key) });
+    assert.equal(listed.json().data.length, 1);
+  });
+});
+
+/** With a 5 s timeout, "not delayed" does not depend on how busy the machine is. */
+describe('isolation between endpoints', () => {
+  let isolated: TestContext;
+  const isolatedReceivers = receiverPool();
+  before(async () => {
+    isolated = await createTestApp({ realClock: true, env: { WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_RETRY_DELAYS: '50ms', WEBHOOK_MAX_ATTEMPTS: '2' } });
+  });
+  after(async () => {
+    await isolatedReceivers.closeAll();
+    await isolated.close();
+  });
+
+  test('a slow or dead receiver never delays deliveries to other endpoints', async () => {
+    const other = await registerUser(isolated);
+    const slow = await isolatedReceivers.start(() => 'hang');
+    const fast = await isolatedReceivers.start();
+    const fastEndpoint = await createEndpoint(isolated, other, { url: fast.url, events: ['run.succeeded'] });
+    const slowEndpoint = await createEndpoint(isolated, other, { url: slow.url, events: ['machine.created'] });
+    for (let i = 0; i < 40; i++) await emit(isolated, other.id, 'machine.created');
+    await slow.waitFor(16);
+    await emit(isolated, other.id, 'run.succeeded', { run: {}, machine: {} });
+    await fast.waitFor(1);
+    const slowDeliveries = await deliveriesOf(isolated, other, slowEndpoint.id);
+    assert.equal(slowDeliveries.length, 40);
+    assert.ok(slowDeliveries.every((d) => d.attempts === 0), 'the fast endpoint was served while every slow attempt was still waiting for its first answer');
+    assert.equal(slow.requests.length, 16, 'the slow receiver has exactly its lane of attempts in flight');
+    await eventually(async () => (await deliveriesOf(isolated, other, fastEndpoint.id))[0]?.status === 'delivered' || undefined);
+  });
+
+});

@@ -1,0 +1,198 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
+import type { TestContext } from '../support/app.ts';
+import {
+  assertMachineEvent,
+  assertRunEvent,
+  createMachine,
+  createMachineTestApp,
+  eventsOf,
+  finishBoot,
+  newOwner,
+  pathOf,
+  runningMachine,
+  signatureHeader,
+  type Envelope,
+  type Owner,
+} from '../support/machines.ts';
+import { startReceiver, type Receiver } from '../support/receiver.ts';
+
+/**
+ * Every event type of spec 6.1, caused through the public API, arriving at a
+ * real HTTPS receiver: signed, with the spec's headers, and byte for byte the
+ * envelope the service stored, checked field by field.
+ */
+describe('every event type, from the public API to a real HTTPS receiver', () => {
+  let ctx: TestContext;
+  let owner: Owner;
+  let hook: Receiver;
+  let secret: string;
+  let seen = 0;
+
+  before(async () => {
+    ctx = await createMachineTestApp();
+    owner = await newOwner(ctx);
+    hook = await startReceiver();
+    const endpoint = await owner.call('POST', '/api/event-webhooks', { url: hook.url, events: ['*'] });
+    secret = endpoint.json().secret;
+  });
+  after(async () => {
+    await hook.close();
+    await ctx.close();
+  });
+
+  /** The next `types.length` deliveries, checked against what was stored, as parsed envelopes. */
+  async function received(...types: string[]): Promise<Envelope[]> {
+    const requests = (await hook.waitFor(seen + types.length)).slice(seen);
+    seen += types.length;
+    const stored = new Map((await eventsOf(ctx, owner)).map((event) => [event.id, event]));
+    const envelopes = requests.map((request) => {
+      assert.equal(request.headers['content-type'], 'application/json');
+      assert.match(String(request.headers['service-delivery']), /^dlv_[0-9a-z]{26}$/);
+      // Signatures carry the service's clock, here the injected one.
+      const event = verifyWebhook(request.body, String(request.headers['service-signature']), secret, { now: Math.floor(ctx.clock.now() / 1000) }) as Envelope;
+      assert.equal(request.headers['service-event'], event.type);
+      assert.equal(request.body, JSON.stringify(stored.get(event.id)), 'delivered exactly as stored');
+      return event;
+    });
+    assert.deepEqual(envelopes.map((e) => e.type).sort(), [...types].sort());
+    return envelopes;
+  }
+  const ofType = (events: Envelope[], type: string) => events.find((event) => event.type === type);
+
+  test('machine.created, stopped (requested), started and destroyed', async () => {
+    const machine = await createMachine(owner, { name: 'lifecycle', externalId: 'ticket-42', labels: { team: 'infra', env: 'test' } });
+    await finishBoot(ctx);
+    const [created] = await received('machine.created');
+    assertMachineEvent(created, 'machine.created', machine, 'running', {}, ctx.clock.now());
+
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    await ctx.app.machineWorker.tick();
+    const [stopped] = await received('machine.stopped');
+    assertMachineEvent(stopped, 'machine.stopped', machine, 'stopped', { reason: 'requested' }, ctx.clock.now());
+
+    await owner.call('POST', `/api/machines/${machine.id}/start`);
+    await finishBoot(ctx);
+    const [started] = await received('machine.started');
+    assertMachineEvent(started, 'machine.started', machine, 'running', {}, ctx.clock.now());
+
+    await owner.call('DELETE', `/api/machines/${machine.id}`);
+    await ctx.app.machineWorker.tick();
+    const [destroyed] = await received('machine.destroyed');
+    assertMachineEvent(destroyed, 'machine.destroyed', machine, 'destroyed', { reason: 'requested' }, ctx.clock.now());
+  });
+
+  test('machine.error from a failed boot and from a crash; machine.stopped by the host (platform, balance-empty)', async () => {
+    const failing = await createMachine(owner, { name: 'no-boot', labels: { simulate: 'boot-failure' } });
+    await finishBoot(ctx);
+    const [bootError] = await received('machine.error');
+    assert.equal((bootError!.data.machine as { id: string }).id, failing.id);
+    assert.equal((bootError!.data.machine as { status: string }).status, 'error');
+    assert.equal((bootError!.data.detail as { reason: string }).reason, 'boot-failure');
+
+    const platform = await createMachine(owner, { name: 'evicted', labels: { simulate: 'platform-stop' } });
+    const broke = await createMachine(owner, { name: 'broke', labels: { simulate: 'balance-empty' } });
+    const crash = await createMachine(owner, { name: 'crashy', labels: { simulate: 'crash' } });
+    await finishBoot(ctx);
+    await received('machine.created', 'machine.created', 'machine.created');
+    await finishBoot(ctx);
+    const events = await received('machine.stopped', 'machine.stopped', 'machine.error');
+    const of = (id: string) => events.find((e) => (e.data.machine as { id: string }).id === id);
+    assertMachineEvent(of(platform.id), 'machine.stopped', platform, 'stopped', { reason: 'platform' }, ctx.clock.now());
+    assertMachineEvent(of(broke.id), 'machine.stopped', broke, 'stopped', { reason: 'balance-empty' }, ctx.clock.now());
+    assertMachineEvent(of(crash.id), 'machine.error', crash, 'error', { reason: 'crash', message: 'The machine crashed.' }, ctx.clock.now());
+  });
+
+  test('machine.expired followed by machine.stopped (expired), or by machine.destroyed', async () => {
+    const stopAt = new Date(ctx.clock.now() + 60_000).toISOString();
+    const stopping = await runningMachine(ctx, owner, { name: 'short-lived', expiresAt: stopAt });
+    await received('machine.created');
+    ctx.clock.set(Date.parse(stopAt));
+    await ctx.app.machineWorker.tick();
+    const [expired, stopped] = await received('machine.expired', 'machine.stopped');
+    assertMachineEvent(ofType([expired!, stopped!], 'machine.expired'), 'machine.expired', stopping, 'running', { expiresAt: stopAt, onExpire: 'stop' }, ctx.clock.now());
+    assertMachineEvent(ofType([expired!, stopped!], 'machine.stopped'), 'machine.stopped', stopping, 'stopped', { reason: 'expired' }, ctx.clock.now());
+
+    const destroyAt = new Date(ctx.clock.now() + 60_000).toISOString();
+    const ephemeral = await runningMachine(ctx, owner, { name: 'ephemeral', expiresAt: destroyAt, onExpire: 'destroy' });
+    await received('machine.created');
+    ctx.clock.set(Date.parse(destroyAt));
+    await ctx.app.machineWorker.tick();
+    const pair = await received('machine.expired', 'machine.destroyed');
+    assertMachineEvent(ofType(pair, 'machine.expired'), 'machine.expired', ephemeral, 'running', { expiresAt: destroyAt, onExpire: 'destroy' }, ctx.clock.now());
+    assertMachineEvent(ofType(pair, 'machine.destroyed'), 'machine.destroyed', ephemeral, 'destroyed', { reason: 'expired' }, ctx.clock.now());
+  });
+
+  test('machine.claimed from a warm pool', async () => {
+    const pool = (await owner.call('POST', '/api/pools', { name: 'warm', size: 'small', count: 1 })).json();
+    await finishBoot(ctx);
+    await received('machine.created');
+    const claim = await owner.call('POST', '/api/machines', { name: 'claimed', pool: 'warm', externalId: 'job-7', labels: { who: 'agent' } });
+    assert.equal(claim.statusCode, 201);
+    const machine = claim.json();
+    const [claimed] = await received('machine.claimed');
+    assertMachineEvent(claimed, 'machine.claimed', machine, 'running', { pool: { id: pool.id, name: 'warm' } }, ctx.clock.now());
+    await finishBoot(ctx);
+    await received('machine.created');
+  });
+
+  test('run.succeeded and run.failed with the run summary and the four-field machine summary; output cut at 2,000 characters', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'runner', externalId: 'r-1', labels: { kind: 'ci' } });
+    await received('machine.created');
+    const long = `echo ${'x'.repeat(2500)}`;
+    const ok = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: long })).json();
+    const [succeeded] = await received('run.succeeded');
+    assertRunEvent(succeeded, 'run.succeeded', { id: ok.id, source: 'manual', sourceId: null, status: 'succeeded', output: long.slice(0, 2000) }, machine, ctx.clock.now());
+    assert.equal((succeeded!.data.run as { output: string }).output.length, 2000);
+
+    const bad = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'make test; exit 3' })).json();
+    const [failed] = await received('run.failed');
+    assertRunEvent(failed, 'run.failed', { id: bad.id, source: 'manual', sourceId: null, status: 'failed', output: 'make test; exit 3' }, machine, ctx.clock.now());
+  });
+
+  test('a schedule run with stopAfter: run.succeeded, then machine.stopped "after schedule <name>"', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'nightly-box' });
+    await received('machine.created');
+    const minute = 60_000;
+    ctx.clock.set(Math.ceil(ctx.clock.now() / minute) * minute + 1000);
+    const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'nightly', cron: '* * * * *', command: 'backup', stopAfter: true })).json();
+    ctx.clock.set(Date.parse(schedule.nextRunAt));
+    await ctx.app.machineWorker.tick();
+    const events = await received('run.succeeded', 'machine.stopped');
+    const run = ofType(events, 'run.succeeded')!;
+    assert.equal((run.data.run as { source: string }).source, 'schedule');
+    assert.equal((run.data.run as { sourceId: string }).sourceId, schedule.id);
+    assertMachineEvent(ofType(events, 'machine.stopped'), 'machine.stopped', machine, 'stopped', { reason: 'after schedule nightly' }, ctx.clock.now());
+    await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+  });
+
+  test('an inbound webhook run with stopAfter: run.failed, then machine.stopped "after webhook <name>"', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'hooked' });
+    await received('machine.created');
+    const inbound = (await owner.call('POST', '/api/inbound-webhooks', { machineId: machine.id, name: 'deploy', command: 'false', stopAfter: true })).json();
+    const body = JSON.stringify({ ref: 'main' });
+    const triggered = await ctx.app.inject({
+      method: 'POST',
+      url: pathOf(inbound.url),
+      headers: { 'content-type': 'application/json', 'service-signature': signatureHeader(inbound.secret, body, Math.floor(ctx.clock.now() / 1000)) },
+      payload: body,
+    });
+    assert.equal(triggered.statusCode, 202);
+    await ctx.app.machineWorker.tick();
+    const events = await received('run.failed', 'machine.stopped');
+    const run = ofType(events, 'run.failed')!;
+    assert.equal((run.data.run as { source: string }).source, 'webhook');
+    assert.equal((run.data.run as { sourceId: string }).sourceId, inbound.id);
+    assertMachineEvent(ofType(events, 'machine.stopped'), 'machine.stopped', machine, 'stopped', { reason: 'after webhook deploy' }, ctx.clock.now());
+  });
+
+  test('every type of spec 6.1 arrived, and nothing else', () => {
+    const types = new Set(hook.requests.map((request) => request.headers['service-event']));
+    assert.deepEqual([...types].sort(), [
+      'machine.claimed', 'machine.created', 'machine.destroyed', 'machine.error', 'machine.expired',
+      'machine.started', 'machine.stopped', 'run.failed', 'run.succeeded',
+    ]);
+    assert.equal(hook.requests.length, seen, 'no unexpected deliveries');
+  });
+});

@@ -1,0 +1,67 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import { asBearer, type TestContext } from '../support/app.ts';
+import { createMachineTestApp, newOwner, pathOf, runningMachine, type Owner } from '../support/machines.ts';
+
+const FIFTEEN_MINUTES = 15 * 60_000;
+
+function screenOf(html: string): string {
+  const match = /<img src="data:image\/svg\+xml;base64,([A-Za-z0-9+/=]+)"/.exec(html);
+  assert.ok(match, 'the page embeds the screen');
+  return Buffer.from(match[1]!, 'base64').toString('utf8');
+}
+
+describe('live view', () => {
+  let ctx: TestContext;
+  let owner: Owner;
+  before(async () => {
+    ctx = await createMachineTestApp();
+    owner = await newOwner(ctx);
+  });
+  after(() => ctx.close());
+
+  test('a link valid 15 minutes shows the machine’s screen: a placeholder with its name and status', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'agent <desk> & co' });
+    const created = await ctx.app.inject({ method: 'POST', url: `/api/machines/${machine.id}/live-view`, headers: asBearer(machine.mcpToken) });
+    assert.equal(created.statusCode, 201);
+    const link = created.json();
+    assert.deepEqual(Object.keys(link).sort(), ['expiresAt', 'url']);
+    assert.match(link.url, /^http:\/\/localhost:3000\/live\/[A-Za-z0-9_-]{43}$/);
+    assert.equal(link.expiresAt, new Date(ctx.clock.now() + FIFTEEN_MINUTES).toISOString());
+
+    const page = await ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
+    assert.equal(page.statusCode, 200);
+    assert.equal(page.headers['content-type'], 'text/html; charset=utf-8');
+    assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
+    assert.equal(page.headers['referrer-policy'], 'no-referrer');
+    assert.equal(page.headers['cache-control'], 'no-store');
+    assert.ok(page.body.includes('agent &#60;desk&#62; &#38; co'), 'the name, escaped');
+    assert.ok(!page.body.includes('<desk>'));
+    const screen = screenOf(page.body);
+    assert.match(screen, /^<svg /);
+    assert.ok(screen.includes('agent &#60;desk&#62; &#38; co'));
+    assert.ok(screen.includes('>running<'));
+
+    await owner.call('POST', `/api/machines/${machine.id}/stop`);
+    const later = await ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
+    assert.ok(screenOf(later.body).includes('>stopped<'), 'the screen follows the machine');
+
+    ctx.clock.advance(FIFTEEN_MINUTES - 1);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
+    ctx.clock.advance(1);
+    const expired = await ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
+    assert.equal(expired.statusCode, 404);
+  });
+
+  test('unknown links are 404; only the hash of a link is stored; a destroyed machine’s links die', async () => {
+    assert.equal((await ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' })).statusCode, 404);
+    const machine = await runningMachine(ctx, owner, { name: 'shared-screen' });
+    const link = (await owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
+    const token = link.url.split('/').pop();
+    const stored = JSON.stringify(await ctx.app.deps.db.selectFrom('live_views').selectAll().execute());
+    assert.ok(!stored.includes(token));
+    assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
+    await owner.call('DELETE', `/api/machines/${machine.id}`);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 404);
+  });
+});

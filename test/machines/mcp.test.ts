@@ -1,0 +1,192 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { TestContext } from '../support/app.ts';
+import { assertRunEvent, createMachineTestApp, eventCursor, finishBoot, newOwner, runningMachine, type Owner } from '../support/machines.ts';
+
+const MACHINE_TOOLS = [
+  'machine_create',
+  'machine_destroy',
+  'machine_get',
+  'machine_live_view',
+  'machine_rotate_token',
+  'machine_run_command',
+  'machine_start',
+  'machine_stop',
+  'machines_list',
+];
+
+describe('MCP over Streamable HTTP, with the official SDK client', () => {
+  let ctx: TestContext;
+  let owner: Owner;
+  let base: string;
+  const clients: Client[] = [];
+  before(async () => {
+    ctx = await createMachineTestApp();
+    owner = await newOwner(ctx);
+    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+  });
+  after(async () => {
+    for (const client of clients) await client.close();
+    await ctx.close();
+  });
+
+  async function connect(path: string, token: string | undefined): Promise<Client> {
+    const client = new Client({ name: 'test-agent', version: '1.0.0' });
+    const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
+    await client.connect(new StreamableHTTPClientTransport(new URL(path, base), { requestInit: { headers } }));
+    clients.push(client);
+    return client;
+  }
+
+  /** The result carries the JSON both as structuredContent and as its text. */
+  function jsonOf(result: unknown): Record<string, unknown> {
+    const call = result as CallToolResult;
+    assert.notEqual(call.isError, true, JSON.stringify(call.content));
+    assert.equal(call.content.length, 1);
+    const [content] = call.content;
+    assert.equal(content!.type, 'text');
+    assert.deepEqual(JSON.parse((content as { text: string }).text), call.structuredContent);
+    return call.structuredContent!;
+  }
+
+  function toolError(result: unknown): { status: number; code: string; detail: string } | string {
+    const call = result as CallToolResult;
+    assert.equal(call.isError, true, JSON.stringify(call));
+    const error = (call.structuredContent as { error?: { status: number; code: string; detail: string } } | undefined)?.error;
+    return error ?? (call.content[0] as { text: string }).text;
+  }
+
+  test('the platform server (API key) lists the machine tools and answers with the HTTP API’s JSON', async () => {
+    const client = await connect('/api/mcp', owner.key);
+    const tools = (await client.listTools()).tools;
+    const names = tools.map((tool) => tool.name);
+    for (const name of MACHINE_TOOLS) assert.ok(names.includes(name), name);
+    const create = tools.find((tool) => tool.name === 'machine_create')!;
+    assert.deepEqual(create.inputSchema.required, ['name']);
+    assert.equal((create.inputSchema as { additionalProperties?: boolean }).additionalProperties, false);
+
+    const created = jsonOf(await client.callTool({ name: 'machine_create', arguments: { name: 'agent-made', labels: { via: 'mcp' } } }));
+    assert.match(String(created.mcpToken), /^tmm_/);
+    const id = String(created.id);
+    const http = (await owner.call('GET', `/api/machines/${id}`)).json();
+    const { mcpToken: _token, ...withoutToken } = created;
+    assert.deepEqual(withoutToken, http);
+
+    await finishBoot(ctx);
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'machine_get', arguments: { id } })), (await owner.call('GET', `/api/machines/${id}`)).json());
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'machines_list', arguments: { limit: 1 } })), (await owner.call('GET', '/api/machines?limit=1')).json());
+
+    const events = eventCursor(ctx, owner);
+    await events();
+    const run = jsonOf(await client.callTool({ name: 'machine_run_command', arguments: { id, command: 'uptime' } }));
+    assert.equal(run.status, 'succeeded');
+    assert.deepEqual(run, (await owner.call('GET', `/api/runs/${run.id}`)).json());
+    const [event] = await events();
+    assertRunEvent(event, 'run.succeeded', { id: String(run.id), source: 'manual', sourceId: null, status: 'succeeded', output: 'uptime' }, { ...http, labels: { via: 'mcp' } }, ctx.clock.now());
+
+    const link = jsonOf(await client.callTool({ name: 'machine_live_view', arguments: { id } }));
+    assert.match(String(link.url), /\/live\//);
+    assert.equal(jsonOf(await client.callTool({ name: 'machine_stop', arguments: { id } })).status, 'stopped');
+    assert.equal(jsonOf(await client.callTool({ name: 'machine_start', arguments: { id } })).status, 'starting');
+    const rotated = jsonOf(await client.callTool({ name: 'machine_rotate_token', arguments: { id } }));
+    assert.notEqual(rotated.mcpToken, created.mcpToken);
+    assert.equal(jsonOf(await client.callTool({ name: 'machine_destroy', arguments: { id } })).status, 'destroyed');
+  });
+
+  test('tool errors are MCP tool errors (isError), never crashes: unknown ids, wrong states, invalid input', async () => {
+    const client = await connect('/api/mcp', owner.key);
+    assert.deepEqual(toolError(await client.callTool({ name: 'machine_get', arguments: { id: 'mch_01jzzzzzzzzzzzzzzzzzzzzzzz' } })), {
+      status: 404,
+      code: 'not_found',
+      detail: 'The machine was not found.',
+    });
+    const stranger = await runningMachine(ctx, await newOwner(ctx), { name: 'not-yours' });
+    assert.equal((toolError(await client.callTool({ name: 'machine_stop', arguments: { id: stranger.id } })) as { code: string }).code, 'not_found');
+
+    const machine = await runningMachine(ctx, owner, { name: 'stateful' });
+    assert.equal((toolError(await client.callTool({ name: 'machine_start', arguments: { id: machine.id } })) as { code: string }).code, 'invalid_state');
+    assert.equal((toolError(await client.callTool({ name: 'machine_create', arguments: { name: 'x', size: 'enormous' } })) as { code: string }).code, 'invalid_request');
+
+    for (const args of [{}, { id: 42 }, { id: machine.id, extra: true }]) {
+      const message = toolError(await client.callTool({ name: 'machine_get', arguments: args }));
+      assert.match(String(message), /Input validation error/);
+    }
+    assert.match(String(toolError(await client.callTool({ name: 'no_such_tool', arguments: {} }))), /not found/);
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running', 'the server is fine');
+  });
+
+  test("the machine server (machine token, or the owner's API key) serves the provider's tools", async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'self-aware', externalId: 'agent-1' });
+    for (const token of [machine.mcpToken, owner.key]) {
+      const client = await connect(`/api/machines/${machine.id}/mcp`, token);
+      const tools = (await client.listTools()).tools;
+      assert.deepEqual(tools.map((tool) => tool.name).sort(), ['machine_info', 'run_command']);
+      assert.deepEqual(jsonOf(await client.callTool({ name: 'machine_info', arguments: {} })), (await owner.call('GET', `/api/machines/${machine.id}`)).json());
+      const run = jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'exit 4' } }));
+      assert.equal(run.status, 'failed');
+      assert.equal(run.exitCode, 4);
+      assert.equal(run.machineId, machine.id);
+      assert.match(String(toolError(await client.callTool({ name: 'run_command', arguments: { command: '' } }))), /Input validation error/);
+    }
+    const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
+    const events = eventCursor(ctx, owner);
+    await events();
+    const run = jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'shutdown-soon', stopAfter: true } }));
+    assert.deepEqual((await events()).map((e) => e.type), ['run.succeeded', 'machine.stopped']);
+    assert.equal(run.stopAfter, true);
+    const refused = toolError(await client.callTool({ name: 'run_command', arguments: { command: 'ls' } }));
+    assert.equal((refused as { code: string }).code, 'invalid_state', 'a stopped machine runs nothing');
+  });
+
+  test('without a token, or with a bad one, the SDK client is refused: 401 with WWW-Authenticate: Bearer', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'guarded' });
+    for (const [path, token] of [['/api/mcp', undefined], ['/api/mcp', 'tmk_nope'], [`/api/machines/${machine.id}/mcp`, undefined], [`/api/machines/${machine.id}/mcp`, 'tmm_nope']] as const) {
+      await assert.rejects(connect(path, token), /401|Unauthorized/i, `${path} ${token}`);
+      const raw = await fetch(new URL(path, base), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+      assert.equal(raw.status, 401);
+      assert.match(raw.headers.get('www-authenticate') ?? '', /^Bearer/);
+    }
+    const wrongPlace = await fetch(new URL('/api/mcp', base), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${machine.mcpToken}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    assert.equal(wrongPlace.status, 403, 'a machine token is not a platform credential');
+  });
+
+  test('other domains contribute platform tools through app.platformMcpTools', async () => {
+    const { defineTool } = await import('../../src/mcp/tools.ts');
+    const { z } = await import('zod');
+    ctx.app.platformMcpTools.push((server, { deps, accountId }) =>
+      defineTool(server, deps.logger, 'probe_tool', { description: 'test only', input: z.strictObject({}) }, async () => ({ accountId })),
+    );
+    try {
+      const client = await connect('/api/mcp', owner.key);
+      assert.ok((await client.listTools()).tools.some((tool) => tool.name === 'probe_tool'));
+      assert.deepEqual(jsonOf(await client.callTool({ name: 'probe_tool', arguments: {} })), { accountId: owner.user.id });
+    } finally {
+      ctx.app.platformMcpTools.pop();
+    }
+  });
+
+  test('answers current and previous protocol revisions; GET is 405 (no SSE stream)', async () => {
+    for (const version of ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']) {
+      const response = await fetch(new URL('/api/mcp', base), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${owner.key}` },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'old', version: '0' } } }),
+      });
+      assert.equal(response.status, 200);
+      assert.equal(((await response.json()) as { result: { protocolVersion: string } }).result.protocolVersion, version);
+    }
+    const get = await fetch(new URL('/api/mcp', base), { headers: { accept: 'text/event-stream', authorization: `Bearer ${owner.key}` } });
+    assert.equal(get.status, 405);
+  });
+});

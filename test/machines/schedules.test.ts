@@ -1,0 +1,157 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import type { TestContext } from '../support/app.ts';
+import {
+  assertMachineEvent,
+  assertRunEvent,
+  createMachine,
+  createMachineTestApp,
+  eventCursor,
+  finishBoot,
+  newOwner,
+  runningMachine,
+  type Owner,
+} from '../support/machines.ts';
+
+const START = Date.UTC(2026, 10, 22, 10, 0, 0);
+const at = (hh: number, mm: number, ss = 0) => Date.UTC(2026, 10, 22, hh, mm, ss);
+
+describe('schedules', () => {
+  let ctx: TestContext;
+  let owner: Owner;
+  before(async () => {
+    ctx = await createMachineTestApp();
+    owner = await newOwner(ctx);
+  });
+  after(() => ctx.close());
+
+  test('create answers the schedule with its next tick (UTC); get, list and delete', async () => {
+    ctx.clock.set(START);
+    const machine = await runningMachine(ctx, owner, { name: 'cronned' });
+    const response = await owner.call('POST', '/api/schedules', { machineId: machine.id, name: ' hourly ', cron: '15 * * * *', command: 'report' });
+    assert.equal(response.statusCode, 201);
+    const schedule = response.json();
+    assert.match(schedule.id, /^sch_[0-9a-z]{26}$/);
+    assert.deepEqual({ ...schedule, id: undefined }, {
+      id: undefined,
+      machineId: machine.id,
+      name: 'hourly',
+      cron: '15 * * * *',
+      command: 'report',
+      stopAfter: false,
+      nextRunAt: new Date(at(10, 15)).toISOString(),
+      lastRunAt: null,
+      createdAt: new Date(ctx.clock.now()).toISOString(),
+    });
+    assert.deepEqual((await owner.call('GET', `/api/schedules/${schedule.id}`)).json(), schedule);
+    assert.deepEqual((await owner.call('GET', `/api/schedules?machineId=${machine.id}`)).json(), { data: [schedule], nextCursor: null });
+
+    const stranger = await newOwner(ctx);
+    assert.equal((await stranger.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
+    assert.equal((await stranger.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 404);
+    assert.deepEqual((await stranger.call('GET', '/api/schedules')).json(), { data: [], nextCursor: null });
+
+    assert.equal((await owner.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 204);
+    assert.equal((await owner.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
+    assert.equal((await owner.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 404);
+  });
+
+  test('create refuses bad input', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'picky' });
+    const base = { machineId: machine.id, name: 'n', cron: '* * * * *', command: 'ls' };
+    const cases: Array<[string, unknown, number]> = [
+      ['bad cron', { ...base, cron: 'every day' }, 400],
+      ['out of range', { ...base, cron: '61 * * * *' }, 400],
+      ['six fields (seconds)', { ...base, cron: '*/5 * * * * *' }, 400],
+      ['blank name', { ...base, name: '  ' }, 400],
+      ['missing command', { machineId: machine.id, name: 'n', cron: '* * * * *' }, 400],
+      ['unknown field', { ...base, timezone: 'Europe/Paris' }, 400],
+      ['unknown machine', { ...base, machineId: 'mch_01jzzzzzzzzzzzzzzzzzzzzzzz' }, 404],
+    ];
+    for (const [label, payload, status] of cases) {
+      assert.equal((await owner.call('POST', '/api/schedules', payload)).statusCode, status, label);
+    }
+    await owner.call('DELETE', `/api/machines/${machine.id}`);
+    const destroyed = await owner.call('POST', '/api/schedules', base);
+    assert.equal(destroyed.statusCode, 409);
+    assert.equal(destroyed.json().code, 'invalid_state');
+  });
+
+  test('a schedule fires once per tick: run.succeeded with source schedule, then the next tick', async () => {
+    ctx.clock.set(START);
+    const machine = await runningMachine(ctx, owner, { name: 'ticker', labels: { kind: 'cron' } });
+    const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'five', cron: '*/5 * * * *', command: 'sync' })).json();
+    assert.equal(schedule.nextRunAt, new Date(at(10, 5)).toISOString());
+    const events = eventCursor(ctx, owner);
+    await events();
+
+    ctx.clock.set(at(10, 4, 59));
+    await ctx.app.machineWorker.tick();
+    assert.deepEqual(await events(), []);
+
+    ctx.clock.set(at(10, 5));
+    await ctx.app.machineWorker.tick();
+    await ctx.app.machineWorker.tick();
+    const [event, ...rest] = await events();
+    const runs = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data;
+    assert.equal(runs.length, 1);
+    assert.equal(runs[0].source, 'schedule');
+    assert.equal(runs[0].sourceId, schedule.id);
+    assertRunEvent(event, 'run.succeeded', { id: runs[0].id, source: 'schedule', sourceId: schedule.id, status: 'succeeded', output: 'sync' }, machine, ctx.clock.now());
+    assert.deepEqual(rest, []);
+    const after = (await owner.call('GET', `/api/schedules/${schedule.id}`)).json();
+    assert.equal(after.nextRunAt, new Date(at(10, 10)).toISOString());
+    assert.equal(after.lastRunAt, new Date(at(10, 5)).toISOString());
+
+    // Missed ticks are not replayed: an hour late, the schedule fires once.
+    ctx.clock.set(at(11, 7));
+    await ctx.app.machineWorker.tick();
+    assert.equal((await events()).length, 1);
+    assert.equal((await owner.call('GET', `/api/schedules/${schedule.id}`)).json().nextRunAt, new Date(at(11, 10)).toISOString());
+    await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+  });
+
+  test('a schedule boots a stopped machine, runs, and stopAfter stops it: reason "after schedule <name>"', async () => {
+    ctx.clock.set(START);
+    const machine = await runningMachine(ctx, owner, { name: 'sleeper', externalId: 'nightly-box' });
+    await owner.call('POST', `/api/machines/${machine.id}/stop`);
+    const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'nightly backup', cron: '0 * * * *', command: 'backup --all', stopAfter: true })).json();
+    const events = eventCursor(ctx, owner);
+    await events();
+
+    ctx.clock.set(at(11, 0));
+    await ctx.app.machineWorker.tick();
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'starting');
+    const pending = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data[0];
+    assert.equal(pending.status, 'pending');
+    assert.deepEqual(await events(), []);
+
+    await finishBoot(ctx);
+    const [started, succeeded, stopped, ...rest] = await events();
+    assertMachineEvent(started, 'machine.started', machine, 'running', {}, ctx.clock.now());
+    assertRunEvent(succeeded, 'run.succeeded', { id: pending.id, source: 'schedule', sourceId: schedule.id, status: 'succeeded', output: 'backup --all' }, machine, ctx.clock.now());
+    assertMachineEvent(stopped, 'machine.stopped', machine, 'stopped', { reason: 'after schedule nightly backup' }, ctx.clock.now());
+    assert.deepEqual(rest, []);
+    await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+  });
+
+  test("a schedule whose machine cannot boot fails its run (machine.error, then run.failed); a destroyed machine's schedules go with it", async () => {
+    ctx.clock.set(START);
+    const machine = await createMachine(owner, { name: 'broken', labels: { simulate: 'boot-failure' } });
+    await finishBoot(ctx);
+    const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'doomed', cron: '30 10 * * *', command: 'work' })).json();
+    const events = eventCursor(ctx, owner);
+    await events();
+    ctx.clock.set(at(10, 30));
+    await ctx.app.machineWorker.tick();
+    await finishBoot(ctx);
+    const [error, failedRun, ...rest] = await events();
+    const run = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data[0];
+    assertRunEvent(failedRun, 'run.failed', { id: run.id, source: 'schedule', sourceId: schedule.id, status: 'failed', output: 'The machine failed (boot-failure) before the run could start.' }, machine, ctx.clock.now());
+    assertMachineEvent(error, 'machine.error', machine, 'error', { reason: 'boot-failure', message: 'The machine failed to boot.' }, ctx.clock.now());
+    assert.deepEqual(rest, []);
+
+    await owner.call('DELETE', `/api/machines/${machine.id}`);
+    assert.equal((await owner.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
+  });
+});

@@ -1,0 +1,153 @@
+import { strict as assert } from 'node:assert';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { connectDatabase } from '../src/db/connect.ts';
+import { freshDatabase, urlWithSchema, type TestDatabase } from './support/database.ts';
+import { linkIn, readOutbox, type ReceivedMail } from './support/mail.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const STARTUP_DEADLINE_MS = 20_000;
+
+/** A port nobody listens on right now: bind port 0, note what the kernel chose, let it go. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** Polls `check` until it returns a value, the child exits, or the deadline passes. */
+async function waitFor<T>(what: string, child: ChildProcess, check: () => Promise<T | undefined>, output: () => string): Promise<T> {
+  const deadline = Date.now() + STARTUP_DEADLINE_MS;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} while waiting for ${what}:\n${output()}`);
+    const value = await check().catch(() => undefined);
+    if (value !== undefined) return value;
+    await delay(50);
+  }
+  throw new Error(`timed out waiting for ${what}:\n${output()}`);
+}
+
+describe('the real server, as a child process', () => {
+  let child: ChildProcess;
+  let baseUrl: string;
+  let dir: string;
+  let mailDir: string;
+  let database: TestDatabase;
+  let output = '';
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'server-test-'));
+    mailDir = join(dir, 'mail');
+    database = await freshDatabase(join(dir, 'service.db'));
+    const port = await freePort();
+    baseUrl = `http://127.0.0.1:${port}`;
+    // SMTP_URL is left unset (mail goes to MAIL_DIR) and the parent's environment is not inherited.
+    const env = {
+      PATH: process.env.PATH ?? '',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      PUBLIC_URL: baseUrl,
+      DATABASE_URL: urlWithSchema(database),
+      MAIL_DIR: mailDir,
+      LOG_LEVEL: 'warn',
+    };
+    child = spawn(process.execPath, ['src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await waitFor('/healthz', child, async () => ((await fetch(`${baseUrl}/healthz`)).ok ? true : undefined), () => output);
+  });
+
+  after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    await database.drop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('/healthz and /readyz answer 200', async () => {
+    for (const path of ['/healthz', '/readyz']) {
+      const response = await fetch(`${baseUrl}${path}`);
+      assert.equal(response.status, 200, path);
+      assert.deepEqual(await response.json(), { ok: true });
+    }
+  });
+
+  test('/api/openapi.json describes the account and API key routes', async () => {
+    const response = await fetch(`${baseUrl}/api/openapi.json`);
+    assert.equal(response.status, 200);
+    const document = (await response.json()) as { openapi: string; paths: Record<string, Record<string, unknown>> };
+    assert.match(document.openapi, /^3\./);
+    const expected: Array<[string, string]> = [
+      ['/api/auth/register', 'post'],
+      ['/api/auth/login', 'post'],
+      ['/api/auth/logout', 'post'],
+      ['/api/auth/verify', 'post'],
+      ['/api/auth/forgot', 'post'],
+      ['/api/auth/reset', 'post'],
+      ['/api/me', 'get'],
+      ['/api/me/verify-email', 'post'],
+      ['/api/me/password', 'post'],
+      ['/api/me/sessions', 'get'],
+      ['/api/me/sessions/{id}', 'delete'],
+      ['/api/keys', 'post'],
+      ['/api/keys', 'get'],
+      ['/api/keys/{id}', 'delete'],
+    ];
+    for (const [path, method] of expected) assert.ok(document.paths[path]?.[method], `${method.toUpperCase()} ${path} is documented`);
+  });
+
+  test('register over HTTP: 201 with the cookie, and the confirmation mail lands in MAIL_DIR with a working link', async () => {
+    const response = await fetch(`${baseUrl}/api/auth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: baseUrl },
+      body: JSON.stringify({ email: 'child@example.com', password: 'correct horse', name: 'Child' }),
+    });
+    assert.equal(response.status, 201);
+    assert.match(response.headers.get('set-cookie') ?? '', /^session=[A-Za-z0-9_-]{43};.*HttpOnly/i);
+
+    const mail = await waitFor<ReceivedMail>('the .eml file', child, async () => (await readOutbox(mailDir)).find((m) => m.to.includes('child@example.com')), () => output);
+    const link = linkIn(mail, '/verify-email');
+    assert.ok(link.url.startsWith(`${baseUrl}/verify-email?token=`));
+    const verify = await fetch(`${baseUrl}/api/auth/verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: link.token }),
+    });
+    assert.equal(verify.status, 200);
+
+    // Outside tests the password hash is argon2id at OWASP's cost (m=19 MiB, t=2, p=1).
+    const db = connectDatabase(urlWithSchema(database));
+    try {
+      const { password_hash } = await db.selectFrom('accounts').select('password_hash').where('email', '=', 'child@example.com').executeTakeFirstOrThrow();
+      assert.match(password_hash, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  test('/metrics is Prometheus text with http_requests_total', async () => {
+    const response = await fetch(`${baseUrl}/metrics`);
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /^text\/plain/);
+    const text = await response.text();
+    assert.match(text, /^# TYPE http_requests_total counter$/m);
+    assert.match(text, /^http_requests_total\{[^}]*route="\/healthz"[^}]*\} \d+/m);
+  });
+
+  test('SIGTERM makes it exit 0', async () => {
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0, output);
+  });
+});
