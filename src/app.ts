@@ -103,7 +103,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     background: createBackgroundTasks(logger),
     logger,
     webhooks: {
-      sender: createSender(config.webhook, workerOptions.perEndpointConcurrency, options.resolveAll),
+      sender: createSender(config.webhook, options.resolveAll),
       metrics: createDeliveryMetrics(metrics.registry, db),
       worker: null,
     },

@@ -1,7 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -10,19 +9,10 @@ import { after, before, describe, test } from 'node:test';
 import { connectDatabase } from '../src/db/connect.ts';
 import { freshDatabase, urlWithSchema, type TestDatabase } from './support/database.ts';
 import { linkIn, readOutbox, type ReceivedMail } from './support/mail.ts';
+import { freePort } from './support/service-process.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const STARTUP_DEADLINE_MS = 20_000;
-
-/** A port nobody listens on right now: bind port 0, note what the kernel chose, let it go. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
 
 /** Polls `check` until it returns a value, the child exits, or the deadline passes. */
 async function waitFor<T>(what: string, child: ChildProcess, check: () => Promise<T | undefined>, output: () => string): Promise<T> {

@@ -70,7 +70,7 @@ export async function register(
   const passwordHash = await hashPassword(input.password, deps.config.passwordHashCost);
   const now = deps.clock.now();
   try {
-    return await deps.db.transaction().execute(async (trx) => {
+    return await inTransaction(deps.db, async ({ db: trx }) => {
       const account = await insertAccount(trx, {
         id: newId('acct', now),
         email,
@@ -194,7 +194,7 @@ export async function changePassword(
   if (!(await verifyPassword(input.currentPassword, account.passwordHash))) throw wrongCurrentPassword();
   const passwordHash = await hashPassword(input.newPassword, config.passwordHashCost);
   const now = clock.now();
-  await db.transaction().execute(async (trx) => {
+  await inTransaction(db, async ({ db: trx }) => {
     await updatePasswordHash(trx, accountId, passwordHash, now);
     await retireEmailTokens(trx, accountId, 'reset_password', now);
     await deleteSessionsOfAccount(trx, accountId, currentSessionId);

@@ -22,6 +22,6 @@ parentPort!.on('message', (message) => {
     database.exec('PRAGMA wal_checkpoint(TRUNCATE)');
   } finally {
     database.close();
-    parentPort!.postMessage('stopped');
+    parentPort!.close();
   }
 });

@@ -2,7 +2,7 @@ import { DatabaseSync, type StatementSync, type SQLInputValue } from 'node:sqlit
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { SqliteDialect, type SqliteDatabase, type SqliteStatement } from 'kysely';
+import { SqliteDialect, type Driver, type SqliteDatabase, type SqliteStatement } from 'kysely';
 
 const STATEMENT_CACHE_SIZE = 500;
 const CHECKPOINT_INTERVAL_MS = 200;
@@ -33,10 +33,35 @@ export function createSqliteDialect(path: string): SqliteDialect {
     workerData: { path, intervalMs: CHECKPOINT_INTERVAL_MS },
   });
   checkpointer.unref();
+  const checkpointerExited = new Promise<void>((resolve) => checkpointer.once('exit', () => resolve()));
   const stopCheckpointer = () => {
     checkpointer.postMessage('stop');
   };
-  return new SqliteDialect({ database: adaptDatabase(database, stopCheckpointer) });
+  return new CheckpointedSqliteDialect({ database: adaptDatabase(database, stopCheckpointer) }, checkpointerExited);
+}
+
+/**
+ * `db.destroy()` resolves only once the checkpoint thread has closed its own
+ * connection: until then it may still open the file and create `-wal`/`-shm`
+ * beside it, racing whoever removes the database next.
+ */
+class CheckpointedSqliteDialect extends SqliteDialect {
+  readonly #checkpointerExited: Promise<void>;
+
+  constructor(config: ConstructorParameters<typeof SqliteDialect>[0], checkpointerExited: Promise<void>) {
+    super(config);
+    this.#checkpointerExited = checkpointerExited;
+  }
+
+  override createDriver(): Driver {
+    const driver = super.createDriver();
+    const destroy = driver.destroy.bind(driver);
+    driver.destroy = async () => {
+      await destroy();
+      await this.#checkpointerExited;
+    };
+    return driver;
+  }
 }
 
 function adaptDatabase(database: DatabaseSync, onClose: () => void): SqliteDatabase {

@@ -27,13 +27,11 @@ const USER_AGENT = 'MachinePlatform-Webhooks/1.0';
  * targets are allowed, every address is checked and the socket connects to
  * the checked one.
  */
-export function createSender(
-  config: Pick<WebhookConfig, 'timeoutMs' | 'allowPrivateTargets'>,
-  connectionsPerOrigin: number,
-  resolveAll: ResolveAll = systemResolveAll,
-): Sender {
+export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPrivateTargets'>, resolveAll: ResolveAll = systemResolveAll): Sender {
   const agent = new Agent({
-    connections: connectionsPerOrigin,
+    // No cap per origin: the worker's lanes bound each endpoint's attempts, and
+    // endpoints sharing a host must not share (and exhaust) one pool of connections.
+    connections: null,
     allowH2: false,
     pipelining: 1,
     keepAliveTimeout: 30_000,

@@ -183,4 +183,17 @@ describe('isolation between endpoints', () => {
     await eventually(async () => (await deliveriesOf(isolated, other, fastEndpoint.id))[0]?.status === 'delivered' || undefined);
   });
 
+  // Regression: the sender capped connections per origin at one lane's width, so a hanging path held every connection to its host.
+  test('a hanging endpoint does not delay another endpoint on the same host', async () => {
+    const user = await registerUser(isolated);
+    const host = await isolatedReceivers.start((request) => (request.path === '/slow' ? 'hang' : { status: 200 }));
+    const origin = new URL(host.url).origin;
+    await createEndpoint(isolated, user, { url: `${origin}/slow`, events: ['machine.created'] });
+    await createEndpoint(isolated, user, { url: `${origin}/fast`, events: ['run.succeeded'] });
+    for (let i = 0; i < 20; i++) await emit(isolated, user.id, 'machine.created');
+    await host.waitFor(16);
+    await emit(isolated, user.id, 'run.succeeded', { run: {}, machine: {} });
+    await eventually(() => (host.requests.some((request) => request.path === '/fast') ? true : undefined), 3000, 'the other endpoint served while the slow one hangs');
+    assert.equal(host.unanswered(), 16, 'the hanging endpoint still has its whole lane in flight');
+  });
 });

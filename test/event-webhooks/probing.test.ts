@@ -20,7 +20,8 @@ describe('a failing endpoint is probed, not stormed', () => {
       buildOptions: { workerOptions: { probeIntervalMs: PROBE_INTERVAL_MS, pollIntervalMs: 50 } },
     });
     user = await registerUser(ctx);
-    hook = await startReceiver(() => ({ status: healthy ? 200 : 503 }));
+    // Failures take a moment, as a struggling receiver's do: the lane stays busy while the events are emitted, instead of idling (and forgetting its failures) between them.
+    hook = await startReceiver(() => (healthy ? { status: 200 } : { status: 503, delayMs: 50 }));
   });
   after(async () => {
     await hook.close();
