@@ -35,6 +35,9 @@ export function createSqliteDialect(path: string): SqliteDialect {
   checkpointer.unref();
   const checkpointerExited = new Promise<void>((resolve) => checkpointer.once('exit', () => resolve()));
   const stopCheckpointer = () => {
+    // Unreferenced while it runs so it never keeps a process alive; referenced while it stops, or a process with
+    // nothing else to do would exit in the middle of `db.destroy()`.
+    checkpointer.ref();
     checkpointer.postMessage('stop');
   };
   return new CheckpointedSqliteDialect({ database: adaptDatabase(database, stopCheckpointer) }, checkpointerExited);

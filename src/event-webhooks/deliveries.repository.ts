@@ -93,6 +93,11 @@ export async function insertDeliveries(db: Kysely<DB>, rows: DeliveriesTable[]):
   }
 }
 
+/** A delivery written whole, in whatever state it starts. */
+export async function insertDeliveryRow(db: Kysely<DB>, row: DeliveriesTable): Promise<void> {
+  await db.insertInto('deliveries').values(row).execute();
+}
+
 /** Enabled endpoints that have deliveries due and not leased: where a worker has work. */
 export async function endpointsWithDueDeliveries(db: Kysely<DB>, now: number): Promise<string[]> {
   const rows = await db
@@ -161,6 +166,60 @@ export async function claimDueDeliveries(
       seriesAttempts: row.series_attempts,
       leaseUntil,
     }));
+}
+
+/**
+ * A failed attempt for up to `limit` due, unleased deliveries of one endpoint,
+ * made without a connection (the endpoint is failing: see the worker's
+ * probing). Each moves along its own schedule exactly as if it had been sent,
+ * to `failed` after its last attempt; `error` says it was not sent. Answers
+ * how many were touched and how many of those are now failed.
+ */
+export async function failDueWithoutSending(
+  db: Kysely<DB>,
+  endpointId: string,
+  now: number,
+  schedule: { retryDelaysMs: readonly number[]; maxAttempts: number },
+  error: string,
+  limit: number,
+): Promise<{ touched: number; failed: number }> {
+  let due = db
+    .selectFrom('deliveries')
+    .select('id')
+    .where('endpoint_id', '=', endpointId)
+    .where(sql.ref('status'), '=', PENDING)
+    .where('next_attempt_at', '<=', now)
+    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+    .orderBy('next_attempt_at')
+    .limit(limit);
+  if (dialectOf(db) === 'postgres') due = due.forUpdate().skipLocked();
+  // retryDelay() in SQL: after the n-th failed attempt (n = series_attempts + 1) wait delays[n - 1], the last repeating.
+  // The numbers come from configuration and the clock, so they are written as literals (PostgreSQL cannot type `$1 + $2`).
+  const delays = schedule.retryDelaysMs;
+  const delay =
+    delays.length === 1
+      ? sql.lit(delays[0]!)
+      : sql`case series_attempts ${sql.join(delays.slice(0, -1).map((ms, i) => sql`when ${sql.lit(i)} then ${sql.lit(ms)}`), sql` `)} else ${sql.lit(delays.at(-1)!)} end`;
+  const last = sql`series_attempts + 1 >= ${sql.lit(schedule.maxAttempts)}`;
+  const rows = await db
+    .updateTable('deliveries')
+    .set({
+      status: sql<DeliveryStatus>`case when ${last} then ${sql.lit('failed')} else ${sql.lit('pending')} end`,
+      attempts: sql<number>`attempts + 1`,
+      series_attempts: sql<number>`series_attempts + 1`,
+      next_attempt_at: sql<number | null>`case when ${last} then null else ${sql.lit(now)} + ${delay} end`,
+      locked_by: null,
+      locked_until: null,
+      last_status: null,
+      last_body: null,
+      last_error: error,
+      last_duration_ms: 0,
+      last_attempt_at: now,
+    })
+    .where('id', 'in', due)
+    .returning('status')
+    .execute();
+  return { touched: rows.length, failed: rows.filter((row) => row.status === 'failed').length };
 }
 
 /** Extends a lease this worker still holds; false when it was lost. */

@@ -8,12 +8,14 @@ import type { AttemptResult } from './sender.ts';
 export interface DeliveryMetrics {
   observeAttempt(result: AttemptResult): void;
   finished(status: Exclude<DeliveryStatus, 'pending'>): void;
+  /** Attempts failed without a connection while their endpoint is failing; `failed` of them were the last. */
+  notSent(attempts: number, failed: number): void;
 }
 
 export function createDeliveryMetrics(registry: Registry, db: Kysely<DB>): DeliveryMetrics {
   const attempts = new Counter({
     name: 'webhook_delivery_attempts_total',
-    help: 'Delivery attempts, by outcome (success: a 2xx in time; failure: anything else)',
+    help: 'Delivery attempts, by outcome (success: a 2xx in time; failure: anything else; not_sent: failed without a connection while the endpoint is failing)',
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
@@ -38,7 +40,7 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<DB>): Deliv
       this.set(await countPendingDeliveries(db));
     },
   });
-  for (const outcome of ['success', 'failure']) {
+  for (const outcome of ['success', 'failure', 'not_sent']) {
     attempts.inc({ outcome }, 0);
   }
   for (const status of ['delivered', 'failed']) deliveries.inc({ status }, 0);
@@ -50,6 +52,10 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<DB>): Deliv
     },
     finished(status) {
       deliveries.inc({ status });
+    },
+    notSent(count, failed) {
+      if (count > 0) attempts.inc({ outcome: 'not_sent' }, count);
+      if (failed > 0) deliveries.inc({ status: 'failed' }, failed);
     },
   };
 }

@@ -10,6 +10,7 @@ import {
   claimDueDeliveries,
   endpointsWithDueDeliveries,
   extendLease,
+  failDueWithoutSending,
   recordOutcomes,
   releaseLeases,
   type LeasedDelivery,
@@ -32,25 +33,34 @@ export interface WorkerOptions {
   targetTtlMs: number;
   /**
    * After this many consecutive failures an endpoint is probed: one attempt
-   * at a time, at most one per `probeIntervalMs`, until one succeeds. A dead
-   * receiver with a large backlog then costs one attempt a second, not a
-   * storm of connections, memory and writes; a healthy one that stumbles
-   * loses at most one interval.
+   * at a time, at most one per `probeIntervalMs`, until one succeeds. Each
+   * failed probe also fails the endpoint's other due deliveries without
+   * sending them (up to `notSentPerProbe`), so every delivery keeps to its own
+   * retry schedule while a dead receiver with a large backlog costs one
+   * connection a second, not a storm of connections, memory and writes.
    */
   probeAfterFailures: number;
   probeIntervalMs: number;
+  notSentPerProbe: number;
 }
 
-export const DEFAULT_WORKER_OPTIONS: WorkerOptions = { perEndpointConcurrency: 16, laneBacklog: 256, pollIntervalMs: 1000, targetTtlMs: 1000, probeAfterFailures: 5, probeIntervalMs: 1000 };
+export const DEFAULT_WORKER_OPTIONS: WorkerOptions = { perEndpointConcurrency: 16, laneBacklog: 256, pollIntervalMs: 1000, targetTtlMs: 1000, probeAfterFailures: 5, probeIntervalMs: 1000, notSentPerProbe: 1000 };
+
+export interface Reservation {
+  lockedBy: string;
+  lockedUntil: number;
+  /** How many endpoint changes this worker had heard of when the lease was given. */
+  changesHeard: number;
+}
 
 export interface DeliveryWorker {
   /** Reacts to `due` and `endpoint:<id>` signals; ignores the rest. */
   hear(signal: Signal): void;
   readonly id: string;
   /** Inside an emitting transaction: a lease for a new delivery to this endpoint, if this worker can start it at once. */
-  reserve(endpointId: string): { lockedBy: string; lockedUntil: number } | null;
-  /** After that transaction commits: the reserved deliveries, to send now. */
-  handoff(target: EndpointTarget, deliveries: LeasedDelivery[]): void;
+  reserve(endpointId: string): Reservation | null;
+  /** After that transaction commits: the reserved deliveries, to send now, and the endpoint as that transaction read it. */
+  handoff(target: EndpointTarget, deliveries: LeasedDelivery[], reservation: Reservation): void;
   start(): void;
   /** Stops taking work, lets attempts in flight finish (each bounded by the timeout), records them and gives back the rest. */
   stop(): Promise<void>;
@@ -102,6 +112,7 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
   let pollAgain = false;
   let pollTimer: NodeJS.Timeout | null = null;
   let pollSoon: NodeJS.Immediate | null = null;
+  let changesHeard = 0;
 
   function laneOf(endpointId: string): Lane {
     let lane = lanes.get(endpointId);
@@ -129,13 +140,18 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
       lane.backlog = true;
       return null;
     }
-    return { lockedBy: id, lockedUntil: clock.now() + leaseMs };
+    return { lockedBy: id, lockedUntil: clock.now() + leaseMs, changesHeard };
   }
 
-  function handoff(target: EndpointTarget, deliveries: LeasedDelivery[]): void {
+  function handoff(target: EndpointTarget, deliveries: LeasedDelivery[], reservation: Reservation): void {
     const lane = laneOf(target.id);
-    lane.target = target;
-    lane.targetReadAt = clock.now();
+    if (reservation.changesHeard === changesHeard) {
+      lane.target = target;
+      lane.targetReadAt = clock.now();
+    } else {
+      // An endpoint changed (a rotated secret, say) after the emitting transaction read it: read it again.
+      lane.target = null;
+    }
     lane.queue.push(...deliveries);
     void pump(lane);
   }
@@ -233,9 +249,23 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
     now = clock.now();
     const headers = deliveryHeaders(target.secret, delivery.payload, delivery.eventType, delivery.id, now);
     const result = await sender.send(target.url, headers, delivery.payload);
+    const probe = isProbing(lane);
     lane.failures = result.ok ? 0 : lane.failures + 1;
     metrics.observeAttempt(result);
     queueOutcome(outcomeOf(delivery, result, clock.now()));
+    if (probe && !result.ok) await failTheRestOfLane(lane, result);
+  }
+
+  /** A probe failed: the endpoint's other due deliveries fail this attempt too, without a connection. */
+  async function failTheRestOfLane(lane: Lane, probe: AttemptResult): Promise<void> {
+    const why = `not sent: the endpoint failed its last ${lane.failures} attempts (latest: ${probe.error ?? `status ${probe.status}`}); it is tried again once a second`;
+    try {
+      const { touched, failed } = await failDueWithoutSending(db, lane.endpointId, clock.now(), config, why, options.notSentPerProbe);
+      metrics.notSent(touched, failed);
+      if (touched > 0) wakeAt(clock.now() + config.retryDelaysMs[0]!);
+    } catch (err) {
+      logger.error({ err, endpointId: lane.endpointId }, 'could not record the unsent attempts of a failing endpoint; they wait for the next probe');
+    }
   }
 
   function outcomeOf(delivery: LeasedDelivery, result: AttemptResult, at: number): Outcome {
@@ -263,14 +293,32 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
     while (outcomes.length > 0) {
       const batch = outcomes;
       outcomes = [];
-      try {
-        await recordOutcomes(db, id, batch);
-      } catch (err) {
-        // Unrecorded outcomes are not lost deliveries: the leases expire and the attempts are made again.
-        logger.error({ err, count: batch.length }, 'could not record delivery outcomes');
-      }
+      await recordOutcomesOrEach(batch);
     }
     flushing = null;
+  }
+
+  /**
+   * One statement for the batch; if it fails, each outcome on its own, so that
+   * one that cannot be written does not take its neighbours down with it.
+   * An unrecorded outcome is not a lost delivery: its lease expires and the
+   * attempt is made again.
+   */
+  async function recordOutcomesOrEach(batch: Outcome[]): Promise<void> {
+    try {
+      await recordOutcomes(db, id, batch);
+      return;
+    } catch (err) {
+      if (batch.length === 1) return void logger.error({ err, deliveryId: batch[0]!.id }, 'could not record a delivery outcome');
+      logger.warn({ err, count: batch.length }, 'could not record a batch of delivery outcomes; recording them one by one');
+    }
+    for (const outcome of batch) {
+      try {
+        await recordOutcomes(db, id, [outcome]);
+      } catch (err) {
+        logger.error({ err, deliveryId: outcome.id }, 'could not record a delivery outcome');
+      }
+    }
   }
 
   /** Polls when a retry this worker scheduled falls due, to the nearest 10 ms. */
@@ -321,6 +369,7 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
 
   function hear(signal: Signal): void {
     if (signal.startsWith('endpoint:')) {
+      changesHeard += 1;
       const lane = lanes.get(signal.slice('endpoint:'.length));
       if (lane !== undefined) {
         // Changed (a new URL, say): read it again, and give it a fair chance at full speed.

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
+import { dialectOf } from '../db/connect.ts';
 import { prepared } from '../db/prepared.ts';
 import { toIso } from '../shared/clock.ts';
 import type { EventEndpointsTable } from './event-webhooks.tables.ts';
@@ -78,11 +79,18 @@ export async function deleteEndpointRow(db: Kysely<DB>, accountId: string, id: s
   return result.numDeletedRows > 0n;
 }
 
-const enabledEndpointsQuery = prepared(1, (db, accountId: string) =>
-  db.selectFrom('event_endpoints').select(['id', 'url', 'secret', 'events']).where('account_id', '=', accountId).where('enabled', '=', 1),
-);
+const enabledEndpointsQuery = prepared(1, (db, accountId: string) => {
+  const query = db.selectFrom('event_endpoints').select(['id', 'url', 'secret', 'events']).where('account_id', '=', accountId).where('enabled', '=', 1);
+  // The lock the foreign key of the deliveries takes anyway, taken when they are chosen: a delete of one of these
+  // endpoints waits for this transaction (and then cancels its deliveries) instead of failing it. SQLite writers
+  // already run one at a time.
+  return dialectOf(db) === 'postgres' ? query.forKeyShare() : query;
+});
 
-/** Endpoints of the account that are enabled and want this event type, as of this transaction. */
+/**
+ * Endpoints of the account that are enabled and want this event type, as of
+ * this transaction; on PostgreSQL they cannot be deleted until it ends.
+ */
 export async function findSubscribedTargets(db: Kysely<DB>, accountId: string, type: string): Promise<EndpointTarget[]> {
   const rows = await enabledEndpointsQuery.execute(db, accountId);
   return rows

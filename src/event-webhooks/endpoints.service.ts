@@ -31,6 +31,8 @@ const endpointNotFound = () => notFound('The event webhook endpoint');
 
 /** @throws AppError 400 unless the URL is absolute https, without credentials, and (unless allowed) not a private address. */
 function validUrl(deps: Deps, value: string): string {
+  // The URL parser would quietly drop these (tabs and newlines even inside), so what is stored would not be what is used.
+  if (/[\u0000-\u0020\u007f]/.test(value)) throw invalidRequest('url must not contain spaces or control characters.');
   let url: URL;
   try {
     url = new URL(value);

@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import { Agent } from 'undici';
 import type { WebhookConfig } from '../config.ts';
 import { checkHostLiteral, checkedLookup, RefusedTargetError, systemResolveAll, uncheckedLookup, type ResolveAll } from './targets.ts';
@@ -43,7 +44,7 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
   async function send(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult> {
     const started = performance.now();
     const result = (ok: boolean, status: number | null, text: string | null, error: string | null): AttemptResult => ({
-      ok, status, body: text, error, durationMs: Math.round(performance.now() - started),
+      ok, status, body: storable(text), error: storable(error), durationMs: Math.round(performance.now() - started),
     });
     const controller = new AbortController();
     let timedOut = false;
@@ -77,7 +78,16 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
   return { send, close: () => agent.close() };
 }
 
-/** Reads the body up to `limit` bytes, then drops the rest (and with it the connection). A body cut short by the deadline keeps what arrived. */
+/** Receivers answer anything; PostgreSQL text refuses NUL, and one such answer must not sink the batch it is recorded with. */
+function storable(text: string | null): string | null {
+  return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
+}
+
+/**
+ * Reads the body up to `limit` bytes, then drops the rest (and with it the
+ * connection). A body cut short by the deadline keeps what arrived; a
+ * character split by the limit is left out rather than garbled.
+ */
 async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<string> {
   const chunks: Buffer[] = [];
   let length = 0;
@@ -93,7 +103,7 @@ async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): void }, lim
   } catch {
     // The status already decided the outcome; a body that breaks off keeps what arrived.
   }
-  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+  return new StringDecoder('utf8').write(Buffer.concat(chunks).subarray(0, limit));
 }
 
 const FAILURE_BY_CODE: Record<string, string> = {

@@ -72,11 +72,15 @@ function expandIPv6(ip: string): number[] {
   return [...headGroups, ...(tail === undefined ? [] : zeros), ...tailGroups].map((group) => parseInt(group, 16));
 }
 
-/** IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address. */
+/**
+ * IPv4-mapped (::ffff:a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d), IPv4-compatible
+ * (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carry an IPv4 address.
+ */
 function embeddedIPv4(g: number[]): string | null {
   const v4 = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
   const zeroUntil = (n: number) => g.slice(0, n).every((group) => group === 0);
   if (zeroUntil(5) && g[5] === 0xffff) return v4(g[6]!, g[7]!);
+  if (zeroUntil(4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!);
   if (zeroUntil(6) && (g[6] !== 0 || g[7]! > 1)) return v4(g[6]!, g[7]!);
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((group) => group === 0)) return v4(g[6]!, g[7]!);
   if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
@@ -93,13 +97,18 @@ export function isLocalHostname(hostname: string): boolean {
   return host === 'localhost' || host.endsWith('.localhost');
 }
 
+/** "a private address", "an unspecified address". */
+function describeAddress(reason: string): string {
+  return `${/^[aeiouIU]/.test(reason) ? 'an' : 'a'} ${reason} address`;
+}
+
 /** @throws RefusedTargetError when the URL's host is an IP literal or a name that cannot be public. */
 export function checkHostLiteral(hostname: string): void {
   const host = hostname.replace(/^\[|\]$/g, '');
   if (isLocalHostname(host)) throw new RefusedTargetError(`${hostname} is this machine`);
   if (isIP(host) !== 0) {
     const reason = forbiddenReason(host);
-    if (reason !== null) throw new RefusedTargetError(`${host} is a ${reason} address`);
+    if (reason !== null) throw new RefusedTargetError(`${host} is ${describeAddress(reason)}`);
   }
 }
 
@@ -113,32 +122,30 @@ export const systemResolveAll: ResolveAll = (hostname, callback) => dnsLookup(ho
 export type SocketLookup = (hostname: string, options: { all?: boolean }, callback: LookupCallback) => void;
 
 /**
- * A `lookup` for the socket: resolves every address of the host, refuses the
- * connection if any is forbidden, and hands the socket exactly the addresses it
- * checked, so nothing can re-resolve in between (no DNS-rebinding gap).
+ * A `lookup` for the socket: resolves every address of the host and, when
+ * `check` is set, refuses the connection if any is forbidden. Either way the
+ * socket gets exactly the addresses resolved here, so nothing can re-resolve
+ * in between (no DNS-rebinding gap).
  */
-export const checkedLookup = (resolveAll: ResolveAll): SocketLookup => (hostname, options, callback) => {
-  resolveAll(hostname, (error, addresses) => {
-    if (error) return callback(error, []);
-    const refused = addresses.find(({ address }) => forbiddenReason(address) !== null);
-    if (refused) {
-      const refusal = new RefusedTargetError(`${hostname} resolves to ${refused.address}, a ${forbiddenReason(refused.address)} address`);
-      return callback(refusal as NodeJS.ErrnoException, []);
-    }
-    if (options.all) return callback(null, addresses);
-    const first = addresses[0];
-    if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), []);
-    callback(null, first.address, first.family);
-  });
-};
+function socketLookup(resolveAll: ResolveAll, check: boolean): SocketLookup {
+  return (hostname, options, callback) => {
+    resolveAll(hostname, (error, addresses) => {
+      if (error) return callback(error, []);
+      const refused = check ? addresses.find(({ address }) => forbiddenReason(address) !== null) : undefined;
+      if (refused) {
+        const refusal = new RefusedTargetError(`${hostname} resolves to ${refused.address}, ${describeAddress(forbiddenReason(refused.address)!)}`);
+        return callback(refusal as NodeJS.ErrnoException, []);
+      }
+      if (options.all) return callback(null, addresses);
+      const first = addresses[0];
+      if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), []);
+      callback(null, first.address, first.family);
+    });
+  };
+}
 
-/** A `lookup` that resolves without checking: private targets allowed (local development and tests). */
-export const uncheckedLookup = (resolveAll: ResolveAll): SocketLookup => (hostname, options, callback) => {
-  resolveAll(hostname, (error, addresses) => {
-    if (error) return callback(error, []);
-    if (options.all) return callback(null, addresses);
-    const first = addresses[0];
-    if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), []);
-    callback(null, first.address, first.family);
-  });
-};
+/** Checks every resolved address: the default. */
+export const checkedLookup = (resolveAll: ResolveAll): SocketLookup => socketLookup(resolveAll, true);
+
+/** Resolves without checking: private targets allowed (local development and tests). */
+export const uncheckedLookup = (resolveAll: ResolveAll): SocketLookup => socketLookup(resolveAll, false);

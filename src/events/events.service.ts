@@ -3,6 +3,7 @@ import { insertDeliveries, type LeasedDelivery } from '../event-webhooks/deliver
 import { insertEvent } from './events.repository.ts';
 import { findSubscribedTargets, type EndpointTarget } from '../event-webhooks/endpoints.repository.ts';
 import type { DeliveriesTable } from '../event-webhooks/event-webhooks.tables.ts';
+import type { Reservation } from '../event-webhooks/delivery.worker.ts';
 import { announce } from '../shared/signals.ts';
 import { toIso } from '../shared/clock.ts';
 import type { Deps } from '../shared/deps.ts';
@@ -39,18 +40,18 @@ export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<Ev
   const targets = await findSubscribedTargets(tx.db, event.accountId, event.type);
   if (targets.length === 0) return envelope;
   const worker = deps.webhooks.worker;
-  const handoffs: Array<{ target: EndpointTarget; delivery: LeasedDelivery }> = [];
+  const handoffs: Array<{ target: EndpointTarget; delivery: LeasedDelivery; lease: Reservation }> = [];
   const rows = targets.map((target): DeliveriesTable => {
     const lease = worker?.reserve(target.id) ?? null;
     const row = newDeliveryRow(now, event.accountId, target.id, envelope, lease);
     if (lease !== null) {
-      handoffs.push({ target, delivery: { id: row.id, eventId: envelope.id, eventType: envelope.type, payload, attempts: 0, seriesAttempts: 0, leaseUntil: lease.lockedUntil } });
+      handoffs.push({ target, lease, delivery: { id: row.id, eventId: envelope.id, eventType: envelope.type, payload, attempts: 0, seriesAttempts: 0, leaseUntil: lease.lockedUntil } });
     }
     return row;
   });
   await insertDeliveries(tx.db, rows);
   if (handoffs.length < rows.length) await announce(deps.signals, tx, 'due');
-  if (worker !== null && handoffs.length > 0) tx.afterCommit(() => handoffs.forEach(({ target, delivery }) => worker.handoff(target, [delivery])));
+  if (worker !== null && handoffs.length > 0) tx.afterCommit(() => handoffs.forEach(({ target, delivery, lease }) => worker.handoff(target, [delivery], lease)));
   return envelope;
 }
 
@@ -59,7 +60,7 @@ export function newDeliveryRow(
   accountId: string,
   endpointId: string,
   envelope: EventEnvelope,
-  lease: { lockedBy: string; lockedUntil: number } | null,
+  lease: { lockedBy: string; lockedUntil: number | null } | null,
 ): DeliveriesTable {
   return {
     id: newId('dlv', now),

@@ -4,6 +4,13 @@ import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
 import { asBearer, asSession, createApiKey, createTestApp, registerUser, type TestContext, type TestUser } from '../support/app.ts';
 import { eventually, receiverPool } from '../support/receiver.ts';
 import { createEndpoint, deliveriesOf, emit } from './helpers.ts';
+import { inTransaction } from '../../src/db/transaction.ts';
+import { insertDeliveries } from '../../src/event-webhooks/deliveries.repository.ts';
+import { findSubscribedTargets } from '../../src/event-webhooks/endpoints.repository.ts';
+import { insertEvent } from '../../src/events/events.repository.ts';
+import { newDeliveryRow } from '../../src/events/events.service.ts';
+import { newId } from '../../src/shared/ids.ts';
+import { onPostgres } from '../support/database.ts';
 
 describe('test operation, retry, cancellation and receiver behaviour', () => {
   let ctx: TestContext;
@@ -117,12 +124,83 @@ describe('test operation, retry, cancellation and receiver behaviour', () => {
     assert.equal((await call('GET', `/api/event-webhooks/deliveries?endpoint=${endpoint.id}`)).statusCode, 404);
   });
 
+  // Regression: an endpoint deleted between an emit's read of the endpoints and its insert failed the emitting transaction (a foreign key violation).
+  test('an endpoint deleted while an event is being emitted waits for it, then takes its delivery along', { skip: !onPostgres && 'needs two connections at once' }, async () => {
+    const owner = await registerUser(ctx);
+    const hook = await receiver(() => 'hang');
+    const endpoint = await createEndpoint(ctx, owner, { url: hook.url, events: ['machine.started'] });
+    let deletion: Promise<number> | undefined;
+    let deletedBeforeInsert = false;
+    await inTransaction(ctx.app.deps.db, async (tx) => {
+      const [target] = await findSubscribedTargets(tx.db, owner.id, 'machine.started');
+      assert.equal(target?.id, endpoint.id);
+      deletion = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) }).then((r) => r.statusCode);
+      deletedBeforeInsert = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);
+      const envelope = { id: newId('evt'), type: 'machine.started', createdAt: new Date().toISOString(), data: {} };
+      await insertEvent(tx.db, { id: envelope.id, account_id: owner.id, type: envelope.type, payload: JSON.stringify(envelope), created_at: Date.now() });
+      await insertDeliveries(tx.db, [newDeliveryRow(Date.now(), owner.id, endpoint.id, envelope, null)]);
+    });
+    assert.equal(deletedBeforeInsert, false, 'the delete waited for the emitting transaction');
+    assert.equal(await deletion, 204);
+    const rows = await ctx.app.deps.db.selectFrom('deliveries').select('id').where('endpoint_id', '=', endpoint.id).execute();
+    assert.equal(rows.length, 0, 'its delivery was cancelled with it');
+  });
+
   test('only the first 1,024 bytes of the answer are kept', async () => {
     const hook = await receiver(() => ({ status: 200, body: 'x'.repeat(1000) + 'y'.repeat(100_000) }));
     const endpoint = await createEndpoint(ctx, user, { url: hook.url });
     await emit(ctx, user.id, 'machine.created');
     const delivery = await eventually(async () => (await deliveriesOf(ctx, user, endpoint.id)).find((d) => d.status === 'delivered'));
     assert.equal(delivery.lastResponse?.body, 'x'.repeat(1000) + 'y'.repeat(24));
+  });
+
+  test('a character split by the 1,024-byte limit is left out, not garbled', async () => {
+    const owner = await registerUser(ctx);
+    const as = (method: 'GET' | 'POST', url: string) => ctx.app.inject({ method, url, headers: asSession(owner.session) });
+    const hook = await receiver(() => ({ status: 200, body: 'a'.repeat(1023) + 'é and more' }));
+    const endpoint = await createEndpoint(ctx, owner, { url: hook.url });
+    await as('POST', `/api/event-webhooks/${endpoint.id}/test`);
+    const [delivery] = await deliveriesOf(ctx, owner, endpoint.id);
+    assert.equal(delivery?.lastResponse?.body, 'a'.repeat(1023));
+  });
+
+  // Regression: PostgreSQL refused the NUL, the whole batch of outcomes went unrecorded, and every delivery in it was sent again.
+  test('an answer with NUL bytes is recorded (as U+FFFD) along with the rest of its batch', async () => {
+    const owner = await registerUser(ctx);
+    const as = (method: 'GET' | 'POST', url: string) => ctx.app.inject({ method, url, headers: asSession(owner.session) });
+    const nul = await receiver(() => ({ status: 500, body: 'bad\u0000answer' }));
+    const healthy = await receiver();
+    const nulEndpoint = await createEndpoint(ctx, owner, { url: nul.url, events: ['machine.error'] });
+    const healthyEndpoint = await createEndpoint(ctx, owner, { url: healthy.url, events: ['machine.error'] });
+    await emit(ctx, owner.id, 'machine.error');
+    const failed = await eventually(async () => (await deliveriesOf(ctx, owner, nulEndpoint.id)).find((d) => d.status === 'failed'));
+    assert.equal(failed.attempts, 2);
+    assert.equal(failed.lastResponse?.body, 'bad\uFFFDanswer');
+    const [delivered] = await deliveriesOf(ctx, owner, healthyEndpoint.id);
+    assert.equal(delivered?.status, 'delivered');
+    assert.equal(delivered?.attempts, 1);
+    assert.equal(healthy.requests.length, 1, 'the healthy endpoint got its event once');
+    assert.equal(nul.requests.length, 2, 'WEBHOOK_MAX_ATTEMPTS attempts, no more');
+    assert.deepEqual((await as('POST', `/api/event-webhooks/${nulEndpoint.id}/test`)).json(), { ok: false, status: 500, error: 'receiver answered 500' });
+  });
+
+  test('a test in flight is on record as interrupted until its answer comes, and is never retried', async () => {
+    const owner = await registerUser(ctx);
+    const as = (method: 'GET' | 'POST', url: string) => ctx.app.inject({ method, url, headers: asSession(owner.session) });
+    const hook = await receiver(() => 'hang');
+    const endpoint = await createEndpoint(ctx, owner, { url: hook.url });
+    const answer = as('POST', `/api/event-webhooks/${endpoint.id}/test`);
+    await hook.waitFor(1);
+    const [inFlight] = await deliveriesOf(ctx, owner, endpoint.id);
+    assert.equal(inFlight?.status, 'failed');
+    assert.equal(inFlight?.nextAttemptAt, null);
+    assert.match(String(inFlight?.lastResponse?.error), /interrupted/);
+    assert.deepEqual((await answer).json(), { ok: false, status: null, error: 'no response within 500 ms' });
+    const [recorded] = await deliveriesOf(ctx, owner, endpoint.id);
+    assert.equal(recorded?.attempts, 1);
+    assert.equal(recorded?.lastResponse?.error, 'no response within 500 ms');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(hook.requests.length, 1, 'sent once');
   });
 
   test('redirects are failures and are not followed', async () => {

@@ -5,6 +5,9 @@ import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
 import { asSession, createTestApp, registerUser, type TestContext, type TestUser } from '../support/app.ts';
 import { eventually, receiverPool } from '../support/receiver.ts';
 import { createEndpoint, deliveriesOf, emit } from './helpers.ts';
+import { inTransaction } from '../../src/db/transaction.ts';
+import { emitEvent } from '../../src/events/events.service.ts';
+import { onPostgres } from '../support/database.ts';
 
 describe('event delivery to real HTTPS receivers', () => {
   let ctx: TestContext;
@@ -164,5 +167,31 @@ describe('event delivery to real HTTPS receivers', () => {
     const header = String(request!.headers['service-signature']);
     assert.ok(verifyWebhook(request!.body, header, secret));
     assert.throws(() => verifyWebhook(request!.body, header, endpoint.secret), /no signature matches/);
+  });
+
+  test('a retry after rotation is signed with the new secret', async () => {
+    const hook = await receiver((_request, n) => ({ status: n === 1 ? 503 : 200 }));
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url, events: ['machine.destroyed'] });
+    await emit(ctx, user.id, 'machine.destroyed');
+    await hook.waitFor(1);
+    const { secret } = (await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${endpoint.id}/rotate-secret`, headers: asSession(user.session) })).json();
+    const [first, second] = await hook.waitFor(2);
+    assert.ok(verifyWebhook(first!.body, String(first!.headers['service-signature']), endpoint.secret));
+    assert.ok(verifyWebhook(second!.body, String(second!.headers['service-signature']), secret));
+    assert.throws(() => verifyWebhook(second!.body, String(second!.headers['service-signature']), endpoint.secret), /no signature matches/);
+  });
+
+  // Regression: the hand-off after commit installed the endpoint as the emitting transaction had read it, secret and all.
+  test('an event whose transaction read the endpoint before a rotation committed is signed with the new secret', { skip: !onPostgres && 'needs two connections at once' }, async () => {
+    const hook = await receiver();
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url, events: ['machine.expired'] });
+    let secret = '';
+    await inTransaction(ctx.app.deps.db, async (tx) => {
+      await emitEvent(ctx.app.deps, tx, { accountId: user.id, type: 'machine.expired', data: {} });
+      const rotated = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${endpoint.id}/rotate-secret`, headers: asSession(user.session) });
+      secret = rotated.json().secret;
+    });
+    const [request] = await hook.waitFor(1);
+    assert.ok(verifyWebhook(request!.body, String(request!.headers['service-signature']), secret));
   });
 });

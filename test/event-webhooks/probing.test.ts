@@ -66,3 +66,42 @@ describe('a failing endpoint is probed, not stormed', () => {
     await broken.close();
   });
 });
+
+/** Probing must not stretch the retry schedule: every delivery still reaches its last attempt on time. */
+describe('a failing endpoint keeps every delivery on its schedule', () => {
+  let ctx: TestContext;
+  let user: TestUser;
+  let hook: Receiver;
+
+  before(async () => {
+    ctx = await createTestApp({
+      realClock: true,
+      env: { WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_RETRY_DELAYS: '100ms', WEBHOOK_MAX_ATTEMPTS: '3' },
+      buildOptions: { workerOptions: { probeIntervalMs: 100, pollIntervalMs: 50 } },
+    });
+    user = await registerUser(ctx);
+    hook = await startReceiver(() => ({ status: 503, delayMs: 20 }));
+  });
+  after(async () => {
+    await hook.close();
+    await ctx.close();
+  });
+
+  test('each delivery is failed after WEBHOOK_MAX_ATTEMPTS attempts, most of them made without a connection and saying so', async () => {
+    const endpoint = await createEndpoint(ctx, user, { url: hook.url });
+    for (let i = 0; i < 30; i++) await emit(ctx, user.id, 'machine.created');
+    const deliveries = await eventually(async () => {
+      const list = await deliveriesOf(ctx, user, endpoint.id);
+      return list.length === 30 && list.every((d) => d.status === 'failed') ? list : undefined;
+    }, 15_000, 'every delivery failed');
+    assert.ok(deliveries.every((d) => d.attempts === 3 && d.nextAttemptAt === null), 'exactly WEBHOOK_MAX_ATTEMPTS each');
+    assert.ok(hook.requests.length < 30 * 3 / 2, `${hook.requests.length} connections for ${30 * 3} attempts: the failing endpoint was not stormed`);
+    const unsent = deliveries.filter((d) => d.lastResponse?.error?.startsWith('not sent: the endpoint failed its last'));
+    assert.ok(unsent.length > 0, 'attempts made without a connection say so');
+    assert.ok(unsent.every((d) => d.lastResponse?.status === null && d.lastResponse?.body === null));
+    const metrics = await ctx.app.inject({ method: 'GET', url: '/metrics' });
+    const notSent = Number(/^webhook_delivery_attempts_total\{outcome="not_sent"\} (\d+)$/m.exec(metrics.body)?.[1]);
+    assert.ok(notSent >= unsent.length, `not_sent attempts are counted (${notSent})`);
+    assert.match(metrics.body, /^webhook_deliveries_total\{status="failed"\} 30$/m);
+  });
+});

@@ -25,6 +25,8 @@ describe('forbiddenReason', () => {
     ['::ffff:127.0.0.1', /loopback, embedded/],
     ['::ffff:7f00:1', /loopback, embedded/],
     ['::ffff:169.254.169.254', /link-local/],
+    ['::ffff:0:127.0.0.1', /loopback, embedded/],
+    ['::ffff:0:a00:1', /private, embedded/],
     ['::127.0.0.1', /loopback/],
     ['64:ff9b::10.0.0.1', /private, embedded/],
     ['2002:a9fe:a9fe::1', /link-local/],
@@ -46,6 +48,7 @@ describe('webhook targets when private targets are not allowed', () => {
   let ctx: TestContext;
   let user: TestUser;
   let hook: Receiver;
+  let flipLookups = 0;
 
   before(async () => {
     ctx = await createTestApp({
@@ -56,6 +59,11 @@ describe('webhook targets when private targets are not allowed', () => {
         resolveAll: (hostname, callback) => {
           if (hostname === 'rebind.test') return callback(null, [{ address: '127.0.0.1', family: 4 }]);
           if (hostname === 'mixed.test') return callback(null, [{ address: '93.184.215.14', family: 4 }, { address: '10.1.1.1', family: 4 }]);
+          if (hostname === 'flip.test') {
+            // A rebinding name: public for one lookup, this machine for the next.
+            flipLookups += 1;
+            return callback(null, [{ address: flipLookups % 2 === 1 ? '93.184.215.14' : '127.0.0.1', family: 4 }]);
+          }
           callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), []);
         },
       },
@@ -79,6 +87,16 @@ describe('webhook targets when private targets are not allowed', () => {
       'https://[::1]/hook',
       'https://localhost/hook',
       'https://api.localhost/hook',
+      'https://2130706433/hook', // 127.0.0.1 as one decimal number
+      'https://0x7f.1/hook',
+      'https://0177.0.0.1/hook',
+      'https://100.64.0.1/hook',
+      'https://224.0.0.1/hook',
+      'https://192.0.2.10/hook',
+      'https://[2002:7f00:1::]/hook', // 6to4 of 127.0.0.1
+      'https://[64:ff9b::7f00:1]/hook', // NAT64 of 127.0.0.1
+      'https://[::ffff:0:7f00:1]/hook', // IPv4-translated 127.0.0.1
+      'https://[fd00::1]/hook',
     ]) {
       const response = await create(url);
       assert.equal(response.statusCode, 400, url);
@@ -87,6 +105,34 @@ describe('webhook targets when private targets are not allowed', () => {
     }
     const listed = await ctx.app.inject({ method: 'GET', url: '/api/event-webhooks', headers: asSession(user.session) });
     assert.equal(listed.json().data.length, 0);
+  });
+
+  test('a URL changed to a private address is refused like a new one, and the endpoint keeps its URL', async () => {
+    const endpoint = await createEndpoint(ctx, user, { url: 'https://public.example/hook' });
+    const patched = await ctx.app.inject({ method: 'PATCH', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(user.session), payload: { url: 'https://169.254.169.254/latest' } });
+    assert.equal(patched.statusCode, 400);
+    assert.match(patched.json().detail, /not reachable from the internet: 169.254.169.254 is a link-local/);
+    const read = await ctx.app.inject({ method: 'GET', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(user.session) });
+    assert.equal(read.json().url, 'https://public.example/hook');
+  });
+
+  test('spaces and control characters in a URL are refused, not silently dropped by the parser', async () => {
+    for (const url of [' https://public.example/hook', 'https://public.example/hook ', 'https://pub\tlic.example/hook', 'https://public.example/ho\nok']) {
+      const response = await create(url);
+      assert.equal(response.statusCode, 400, JSON.stringify(url));
+      assert.match(response.json().detail, /spaces or control characters/);
+    }
+  });
+
+  test('the connection goes to the address that was checked: a name that rebinds between lookups never reaches this machine', async () => {
+    const endpoint = await createEndpoint(ctx, user, { url: `https://flip.test:${hook.port}/hook` });
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const before = flipLookups;
+      const response = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${endpoint.id}/test`, headers: asSession(user.session) });
+      assert.equal(response.json().ok, false);
+      assert.equal(flipLookups - before, 1, 'one lookup per connection: the one that was checked');
+    }
+    assert.equal(hook.requests.length, 0, 'nothing reached the receiver on 127.0.0.1');
   });
 
   test('a hostname that resolves to 127.0.0.1 is refused at the attempt, with a clear error', async () => {

@@ -43,6 +43,32 @@ describe('signatures', () => {
     assert.throws(() => verifyWebhook(body, header, secret, { now: now + 60, toleranceSeconds: 30 }), WebhookVerificationError);
   });
 
+  test('called wrongly it fails closed with a TypeError: a tolerance or clock that is not a number, a parsed body, no secret', () => {
+    const header = signatureHeader(secret, body, now * 1000);
+    const tenYearsLater = now + 10 * 365 * 86400;
+    assert.throws(() => verifyWebhook(body, header, secret, { now: tenYearsLater, toleranceSeconds: Number.NaN }), TypeError);
+    assert.throws(() => verifyWebhook(body, header, secret, { now: Number.NaN }), TypeError);
+    assert.throws(() => verifyWebhook(body, header, secret, { now, toleranceSeconds: -1 }), TypeError);
+    assert.throws(() => verifyWebhook(JSON.parse(body), header, secret, { now }), /not parsed JSON/);
+    assert.throws(() => verifyWebhook(body, header, '', { now }), TypeError);
+    assert.throws(() => verifyWebhook(body, header, [], { now }), TypeError);
+    assert.throws(() => verifyWebhook(body, header, undefined as unknown as string, { now }), TypeError);
+  });
+
+  test('only a JSON object is an event', () => {
+    for (const text of ['null', '[1,2]', '"text"', '42']) {
+      assert.throws(() => verifyWebhook(text, signatureHeader(secret, text, now * 1000), secret, { now }), /not a JSON object/, text);
+    }
+  });
+
+  test('the HMAC covers the timestamp exactly as the header writes it', () => {
+    const padded = `000${now}`;
+    const header = `t=${padded},v1=${computeSignature(secret, padded, body)}`;
+    assert.equal(verifyWebhook(body, header, secret, { now }).id, 'evt_1');
+    const overTheNumber = `t=${padded},v1=${computeSignature(secret, now, body)}`;
+    assert.throws(() => verifyWebhook(body, overTheNumber, secret, { now }), /no signature matches/);
+  });
+
   test('several v1 values and several secrets are accepted (rotation on either side)', () => {
     const header = signatureHeader(secret, body, now * 1000);
     const withOther = `${header},v1=${'0'.repeat(64)}`;
