@@ -63,7 +63,7 @@ describe('crash safety of deliveries', { timeout: 120_000 }, () => {
     const endpoint = await fetch(`${api.url}/api/event-webhooks`, { method: 'POST', headers: bearer, body: JSON.stringify({ url: receiver.url }) });
     assert.equal(endpoint.status, 201);
 
-    // Events from the machine API: each machine boots (machine.created) and is stopped (machine.stopped).
+    // Events from the machine API: each machine boots (machine.created).
     const createMachines = async (service: ServiceProcess, count: number, prefix: string) => {
       for (let i = 0; i < count; i++) {
         const created = await fetch(`${service.url}/api/machines`, { method: 'POST', headers: bearer, body: JSON.stringify({ name: `${prefix}-${i}` }) });
@@ -95,6 +95,39 @@ describe('crash safety of deliveries', { timeout: 120_000 }, () => {
     if (worker) assert.equal(worker.child.exitCode, null, 'the second worker kept running');
     // Nothing of this test may work on into the next one.
     for (const service of processes.splice(0)) await service.kill('SIGKILL');
+  });
+
+  test('a retry scheduled before a kill -9 is made after the restart, at its time and not before', async () => {
+    const RETRY_MS = 1500;
+    const flaky = await startReceiver((_request, n) => ({ status: n === 1 ? 503 : 200 }));
+    try {
+      let service = await start({ WEBHOOK_RETRY_DELAYS: `${RETRY_MS}ms` });
+      const json = { 'content-type': 'application/json', origin: service.url };
+      const registered = await fetch(`${service.url}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email: 'schedule@example.com', password: 'correct horse battery', name: 'S' }) });
+      const session = { ...json, cookie: String(registered.headers.get('set-cookie')).split(';')[0]! };
+      const created = await fetch(`${service.url}/api/event-webhooks`, { method: 'POST', headers: session, body: JSON.stringify({ url: flaky.url }) });
+      assert.equal(created.status, 201);
+      await fetch(`${service.url}/api/machines`, { method: 'POST', headers: session, body: JSON.stringify({ name: 'retry-after-restart' }) });
+      const [failedAttempt] = await flaky.waitFor(1, 20_000);
+      // Wait for the failure to be on record, then kill: the retry exists only in the database.
+      db ??= connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+      const endpointId = (await created.json()).id as string;
+      await eventually(async () => (await db.selectFrom('deliveries').select('attempts').where('endpoint_id', '=', endpointId).executeTakeFirst())?.attempts === 1 || undefined, 10_000, 'the failure recorded');
+      assert.equal(await service.kill('SIGKILL'), null);
+      service = await start({ WEBHOOK_RETRY_DELAYS: `${RETRY_MS}ms` });
+      const [, retry] = await flaky.waitFor(2, 20_000);
+      const gap = retry!.at - failedAttempt!.at;
+      assert.ok(gap >= RETRY_MS - 50, `retried ${Math.round(gap)} ms after the failure, before its ${RETRY_MS} ms delay`);
+      assert.equal(retry!.headers['service-delivery'], failedAttempt!.headers['service-delivery']);
+      const row = await eventually(async () => {
+        const found = await db.selectFrom('deliveries').select(['status', 'attempts']).where('endpoint_id', '=', endpointId).executeTakeFirst();
+        return found?.status === 'delivered' ? found : undefined;
+      }, 10_000, 'the retry recorded');
+      assert.equal(row.attempts, 2);
+      for (const running of processes.splice(0)) await running.kill('SIGKILL');
+    } finally {
+      await flaky.close();
+    }
   });
 
   test('SIGTERM lets the attempts in flight finish and records them before exiting', async () => {
