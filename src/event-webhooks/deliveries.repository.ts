@@ -294,6 +294,13 @@ export async function recordOutcomes(db: Kysely<DB>, workerId: string, outcomes:
   }
 }
 
+/**
+ * An account's deliveries, newest first, all or one endpoint's. Every delivery
+ * belongs to a current endpoint of its account (deleting one deletes its
+ * deliveries), so the whole account is at most ten walks of the
+ * (endpoint, id) index, each stopping at `limit`, merged: no scan of other
+ * accounts' deliveries however many there are.
+ */
 export async function listDeliveryRows(
   db: Kysely<DB>,
   accountId: string,
@@ -301,10 +308,21 @@ export async function listDeliveryRows(
   limit: number,
   before: string | undefined,
 ): Promise<DeliveriesTable[]> {
-  let query = db.selectFrom('deliveries').selectAll().where('account_id', '=', accountId);
-  if (endpointId !== undefined) query = query.where('endpoint_id', '=', endpointId);
-  if (before !== undefined) query = query.where('id', '<', before);
-  return query.orderBy('id', 'desc').limit(limit).execute();
+  const endpointIds =
+    endpointId !== undefined
+      ? [endpointId]
+      : (await db.selectFrom('event_endpoints').select('id').where('account_id', '=', accountId).execute()).map((row) => row.id);
+  if (endpointIds.length === 0) return [];
+  const newestOf = (id: string) => {
+    let query = db.selectFrom('deliveries').selectAll().where('endpoint_id', '=', id).where('account_id', '=', accountId);
+    if (before !== undefined) query = query.where('id', '<', before);
+    // Wrapped: SQLite allows ORDER BY and LIMIT only on a whole compound select, not on its parts.
+    return db.selectFrom(query.orderBy('id', 'desc').limit(limit).as('newest')).selectAll();
+  };
+  if (endpointIds.length === 1) return newestOf(endpointIds[0]!).execute();
+  const [first, ...rest] = endpointIds.map(newestOf);
+  const merged = rest.reduce((union, next) => union.unionAll(next), first!);
+  return db.selectFrom(merged.as('merged')).selectAll().orderBy('id', 'desc').limit(limit).execute();
 }
 
 export async function findDeliveryRow(db: Kysely<DB>, accountId: string, id: string): Promise<DeliveriesTable | undefined> {
