@@ -87,12 +87,16 @@ const enabledEndpointsQuery = prepared(1, (db, accountId: string) => {
   return dialectOf(db) === 'postgres' ? query.forKeyShare() : query;
 });
 
-/**
- * Endpoints of the account that are enabled and want this event type, as of
- * this transaction; on PostgreSQL they cannot be deleted until it ends.
- */
-export async function findSubscribedTargets(db: Kysely<DB>, accountId: string, type: string): Promise<EndpointTarget[]> {
-  const rows = await enabledEndpointsQuery.execute(db, accountId);
+/** An enabled endpoint as an emitting transaction reads it. */
+export type EnabledEndpointRow = Pick<EventEndpointsTable, 'id' | 'url' | 'secret' | 'events'>;
+
+/** The account's enabled endpoints, as of this transaction; on PostgreSQL they cannot be deleted until it ends. */
+export function findEnabledEndpoints(db: Kysely<DB>, accountId: string): Promise<EnabledEndpointRow[]> {
+  return enabledEndpointsQuery.execute(db, accountId);
+}
+
+/** Those of the endpoints that want this event type. */
+export function subscribedTargets(rows: readonly EnabledEndpointRow[], type: string): EndpointTarget[] {
   return rows
     .filter((row) => {
       const events = JSON.parse(row.events) as string[];

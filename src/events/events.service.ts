@@ -1,7 +1,7 @@
 import type { Tx } from '../db/transaction.ts';
 import { insertDeliveries, type LeasedDelivery } from '../event-webhooks/deliveries.repository.ts';
-import { insertEvent } from './events.repository.ts';
-import { findSubscribedTargets, type EndpointTarget } from '../event-webhooks/endpoints.repository.ts';
+import { insertEventReadingEndpoints } from './events.repository.ts';
+import { subscribedTargets, type EndpointTarget } from '../event-webhooks/endpoints.repository.ts';
 import type { DeliveriesTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { Reservation } from '../event-webhooks/delivery.worker.ts';
 import { announce } from '../shared/signals.ts';
@@ -35,9 +35,8 @@ export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<Ev
   const now = deps.clock.now();
   const envelope: EventEnvelope = { id: newId('evt', now), type: event.type, createdAt: toIso(now), data: event.data };
   const payload = JSON.stringify(envelope);
-  await insertEvent(tx.db, { id: envelope.id, account_id: event.accountId, type: event.type, payload, created_at: now });
-
-  const targets = await findSubscribedTargets(tx.db, event.accountId, event.type);
+  const endpoints = await insertEventReadingEndpoints(tx.db, { id: envelope.id, account_id: event.accountId, type: event.type, payload, created_at: now });
+  const targets = subscribedTargets(endpoints, event.type);
   if (targets.length === 0) return envelope;
   const worker = deps.webhooks.worker;
   const handoffs: Array<{ target: EndpointTarget; delivery: LeasedDelivery; lease: Reservation }> = [];

@@ -6,8 +6,7 @@ import { eventually, receiverPool } from '../support/receiver.ts';
 import { createEndpoint, deliveriesOf, emit } from './helpers.ts';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { insertDeliveries } from '../../src/event-webhooks/deliveries.repository.ts';
-import { findSubscribedTargets } from '../../src/event-webhooks/endpoints.repository.ts';
-import { insertEvent } from '../../src/events/events.repository.ts';
+import { insertEventReadingEndpoints } from '../../src/events/events.repository.ts';
 import { newDeliveryRow } from '../../src/events/events.service.ts';
 import { newId } from '../../src/shared/ids.ts';
 import { onPostgres } from '../support/database.ts';
@@ -132,12 +131,12 @@ describe('test operation, retry, cancellation and receiver behaviour', () => {
     let deletion: Promise<number> | undefined;
     let deletedBeforeInsert = false;
     await inTransaction(ctx.app.deps.db, async (tx) => {
-      const [target] = await findSubscribedTargets(tx.db, owner.id, 'machine.started');
-      assert.equal(target?.id, endpoint.id);
+      // An emit's two statements, with the delete in between.
+      const envelope = { id: newId('evt'), type: 'machine.started', createdAt: new Date().toISOString(), data: {} };
+      const endpoints = await insertEventReadingEndpoints(tx.db, { id: envelope.id, account_id: owner.id, type: envelope.type, payload: JSON.stringify(envelope), created_at: Date.now() });
+      assert.deepEqual(endpoints.map((row) => row.id), [endpoint.id]);
       deletion = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) }).then((r) => r.statusCode);
       deletedBeforeInsert = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);
-      const envelope = { id: newId('evt'), type: 'machine.started', createdAt: new Date().toISOString(), data: {} };
-      await insertEvent(tx.db, { id: envelope.id, account_id: owner.id, type: envelope.type, payload: JSON.stringify(envelope), created_at: Date.now() });
       await insertDeliveries(tx.db, [newDeliveryRow(Date.now(), owner.id, endpoint.id, envelope, null)]);
     });
     assert.equal(deletedBeforeInsert, false, 'the delete waited for the emitting transaction');
