@@ -4,7 +4,7 @@ import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
 import type { EventsTable } from '../events/events.tables.ts';
 import type { DeliveriesTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
-import type { InboundWebhooksTable, RunsTable, SchedulesTable } from '../runs/runs.tables.ts';
+import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../runs/runs.tables.ts';
 
 /** Every table, as Kysely sees it. Each domain owns its own table interfaces. */
 export interface DB {
@@ -22,4 +22,5 @@ export interface DB {
   runs: RunsTable;
   schedules: SchedulesTable;
   inbound_webhooks: InboundWebhooksTable;
+  inbound_webhook_receipts: InboundWebhookReceiptsTable;
 }

@@ -3,6 +3,7 @@ import { Migrator, type Migration, type MigrationProvider } from 'kysely/migrati
 import * as accounts from './migrations/0001_accounts.ts';
 import * as eventWebhooks from './migrations/0002_event_webhooks.ts';
 import * as machines from './migrations/0003_machines.ts';
+import * as machineReliability from './migrations/0004_machine_reliability.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -11,6 +12,7 @@ const migrations: Record<string, Migration> = {
   '0001_accounts': accounts,
   '0002_event_webhooks': eventWebhooks,
   '0003_machines': machines,
+  '0004_machine_reliability': machineReliability,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

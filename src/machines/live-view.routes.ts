@@ -32,12 +32,12 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'none' },
     schema: {
       tags,
-      summary: 'The live view page behind a link (404 once expired)',
+      summary: 'The live view page behind a link (an HTML 404 page once expired or unknown)',
       params: Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }),
       security: [],
     },
   }, async (request, reply) => {
     const page = await renderLiveView(deps, provider, request.params.token);
-    return reply.headers(LIVE_VIEW_HEADERS).type('text/html; charset=utf-8').send(page);
+    return reply.code(page.status).headers(LIVE_VIEW_HEADERS).type('text/html; charset=utf-8').send(page.html);
   });
 };

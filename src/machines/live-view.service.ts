@@ -1,7 +1,7 @@
+import { escapeHtml } from '../dashboard/html.ts';
 import { MINUTE, toIso } from '../shared/clock.ts';
 import type { Deps } from '../shared/deps.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
-import { notFound } from '../http/errors.ts';
 import { findLiveViewMachine, insertLiveView } from './live-views.repository.ts';
 import { wrongStatus } from './machines.errors.ts';
 import { toProviderMachine } from './machines.repository.ts';
@@ -14,6 +14,12 @@ export const LIVE_VIEW_PATH = '/live';
 export interface LiveViewLink {
   url: string;
   expiresAt: string;
+}
+
+/** What a browser gets for a link: the screen, or a page saying the link no longer works (never problem+json: a person opened it). */
+export interface LiveViewPage {
+  status: 200 | 404;
+  html: string;
 }
 
 /**
@@ -30,37 +36,41 @@ export async function createLiveView(deps: Deps, accountId: string, machineId: s
   return { url: `${deps.config.publicUrl}${LIVE_VIEW_PATH}/${token}`, expiresAt: toIso(expiresAt) };
 }
 
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-/**
- * The page behind a live-view link: the provider's picture of the screen,
- * refreshed every few seconds.
- * @throws AppError 404 for an unknown or expired link, or a destroyed machine.
- */
-export async function renderLiveView(deps: Deps, provider: MachineProvider, token: string): Promise<string> {
-  const machine = await findLiveViewMachine(deps.db, hashToken(token), deps.clock.now());
-  if (machine === undefined) throw notFound('The live view');
-  const screen = provider.screen(toProviderMachine(machine));
-  const name = escapeHtml(machine.name);
-  const picture = `data:${screen.contentType};base64,${Buffer.from(screen.body, 'utf8').toString('base64')}`;
+function page(title: string, main: string, refresh: boolean): string {
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="refresh" content="5">
-<meta name="robots" content="noindex">
-<title>Live view: ${name}</title>
-<style>body{margin:0;min-height:100vh;display:grid;place-items:center;background:#0d1117;color:#f0f6fc;font-family:sans-serif}img{max-width:100vw;height:auto}</style>
+${refresh ? '<meta http-equiv="refresh" content="5">\n' : ''}<meta name="robots" content="noindex">
+<title>${title}</title>
+<style>body{margin:0;min-height:100vh;display:grid;place-items:center;background:#0d1117;color:#f0f6fc;font-family:sans-serif}img{max-width:100vw;height:auto}h1{font-size:1rem;font-weight:normal;text-align:center}</style>
 </head>
 <body>
 <main>
-<h1 style="font-size:1rem;font-weight:normal;text-align:center">${name} <span data-status="${escapeHtml(machine.status)}">(${escapeHtml(machine.status)})</span></h1>
-<img src="${picture}" alt="Screen of ${name}, ${escapeHtml(machine.status)}">
+${main}
 </main>
 </body>
 </html>
 `;
+}
+
+/**
+ * The page behind a live-view link: the provider's picture of the screen,
+ * refreshed every few seconds; or, for a link that expired, never existed or
+ * whose machine was destroyed, a 404 page saying so. Expired links are
+ * deleted, so the two cannot be told apart, and the page does not try.
+ */
+export async function renderLiveView(deps: Deps, provider: MachineProvider, token: string): Promise<LiveViewPage> {
+  const machine = await findLiveViewMachine(deps.db, hashToken(token), deps.clock.now());
+  if (machine === undefined) {
+    const main = '<h1>This live-view link has expired or is unknown.</h1>\n<p>Live-view links work for 15 minutes. Ask whoever shared it for a new one.</p>';
+    return { status: 404, html: page('Live view link expired or unknown', main, false) };
+  }
+  const screen = await provider.screen(toProviderMachine(machine));
+  const name = escapeHtml(machine.name);
+  const status = escapeHtml(machine.status);
+  const picture = `data:${screen.contentType};base64,${Buffer.from(screen.body, 'utf8').toString('base64')}`;
+  const main = `<h1>${name} <span data-status="${status}">(${status})</span></h1>\n<img src="${picture}" alt="Screen of ${name}, ${status}">`;
+  return { status: 200, html: page(`Live view: ${name}`, main, true) };
 }

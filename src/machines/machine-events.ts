@@ -2,9 +2,7 @@ import type { Tx } from '../db/transaction.ts';
 import type { EventType } from '../events/event-types.ts';
 import { emitEvent } from '../events/events.service.ts';
 import type { Deps } from '../shared/deps.ts';
-import type { MachinesTable } from './machines.tables.ts';
-
-type MachineRow = Pick<MachinesTable, 'id' | 'account_id' | 'name' | 'status' | 'size' | 'external_id' | 'labels'>;
+import { parseLabels, type MachineRow } from './machines.repository.ts';
 
 /** Spec 2.3: the machine summary inside `machine.*` events. */
 export function machineSummary(row: MachineRow) {
@@ -14,10 +12,6 @@ export function machineSummary(row: MachineRow) {
 /** Spec 2.3, last line: in `run.*` events the machine carries only these four fields. */
 export function runMachineSummary(row: MachineRow) {
   return { id: row.id, name: row.name, externalId: row.external_id, labels: parseLabels(row.labels) };
-}
-
-export function parseLabels(json: string): Record<string, string> {
-  return JSON.parse(json) as Record<string, string>;
 }
 
 /** Spec 6.2: `data` holds `machine` (as it is now) and `detail`. */

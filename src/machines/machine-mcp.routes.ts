@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { IdParamsSchema } from '../http/schemas.ts';
 import { methodNotAllowed, serveMcp } from '../mcp/mcp.http.ts';
-import { runCommand } from '../runs/runs.service.ts';
+import { runForMachineCaller } from '../runs/runs.service.ts';
 import { wrongStatus } from './machines.errors.ts';
 import { toMachineView } from './machines.repository.ts';
 import { getMachineRow } from './machines.service.ts';
@@ -12,7 +12,7 @@ const tags = ['mcp'];
 
 /** `POST /api/machines/{id}/mcp`: the machine's own MCP server, with its provider's tools (machine token or the owner's API key). */
 export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { deps, machineProvider: provider } = app;
+  const { deps, machineProvider: provider, runExecutor: executor } = app;
 
   app.post('/api/machines/:id/mcp', {
     config: { auth: 'machine' },
@@ -24,6 +24,7 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   }, async (request, reply) => {
     const accountId = accountIdOf(request);
+    const caller = { accountId, viaMachineToken: request.principal?.kind === 'machine' };
     const machineId = request.params.id;
     const machine = await getMachineRow(deps, accountId, machineId);
     if (machine.status === 'destroyed') throw wrongStatus('serve MCP', machine.status);
@@ -31,7 +32,7 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       provider.registerTools(server, {
         logger: app.deps.logger,
         describe: async () => toMachineView(await getMachineRow(deps, accountId, machineId)),
-        runCommand: (command, stopAfter) => runCommand(deps, provider, accountId, machineId, { command, stopAfter }),
+        runCommand: (command, stopAfter) => runForMachineCaller(deps, provider, executor, caller, machineId, { command, stopAfter }),
       }),
     );
   });

@@ -19,28 +19,63 @@ import type { MachinesTable } from './machines.tables.ts';
 /** Spec 6.1: `data.detail.reason` of `machine.stopped`. */
 export type StopReason = 'requested' | 'expired' | 'balance-empty' | 'platform' | `after schedule ${string}` | `after webhook ${string}`;
 
+/** `data.detail.reason` of `machine.destroyed`. */
+export type DestroyReason = 'requested' | 'expired' | 'pool';
+
+/** `data.detail.reason` of `machine.error`: the host's own verdicts, and its failures to do what it was asked. */
+export type ErrorReason = 'boot-failure' | 'crash' | 'stop-failure' | 'destroy-failure';
+
+export type Pending = { action: 'stop'; reason: StopReason } | { action: 'destroy'; reason: DestroyReason };
+
+/** How long a stop or destroy may take before the worker assumes its process died and finishes it. */
+export const PENDING_ACTION_GRACE_MS = 60_000;
+
+/** Leaving a state: nothing pending any more. */
+const SETTLED = { pending_action: null, pending_reason: null, failures: 0, retry_at: null } as const;
+
 async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<MachinesTable>): Promise<MachineRow | null> {
   const now = deps.clock.now();
   if (!(await updateMachineIf(tx.db, row, changes, now))) return null;
   return { ...row, ...changes, version: row.version + 1, updated_at: now } as MachineRow;
 }
 
-/** Booting: from creation, a stop or an error. The machine is `starting` until the provider says otherwise. */
+/**
+ * Booting: from a stop or an error, before the host is asked. `checkAt` is when
+ * to ask the provider if nobody records the boot's own answer first.
+ */
 export async function markStarting(deps: Deps, tx: Tx, row: MachineRow, checkAt: number): Promise<MachineRow | null> {
-  return change(deps, tx, row, { status: 'starting', status_changed_at: deps.clock.now(), check_at: checkAt });
+  return change(deps, tx, row, { ...SETTLED, status: 'starting', status_changed_at: deps.clock.now(), check_at: checkAt });
+}
+
+/**
+ * A stop or destroy about to be asked of the host: `stopping`, with what is
+ * pending, so that the host is called only by whoever won this compare-and-set,
+ * and a process that dies before recording the outcome leaves work the worker
+ * finishes after PENDING_ACTION_GRACE_MS. No event: `machine.stopped` or
+ * `machine.destroyed` follows once the host has done it.
+ */
+export async function markStopping(deps: Deps, tx: Tx, row: MachineRow, pending: Pending): Promise<MachineRow | null> {
+  const now = deps.clock.now();
+  return change(deps, tx, row, {
+    status: 'stopping',
+    status_changed_at: now,
+    check_at: now + PENDING_ACTION_GRACE_MS,
+    pending_action: pending.action,
+    pending_reason: pending.reason,
+  });
 }
 
 /** A finished boot: `machine.created` the first time, `machine.started` after that. */
 export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
   const now = deps.clock.now();
-  const updated = await change(deps, tx, row, { status: 'running', status_changed_at: now, check_at: checkAt, booted_at: row.booted_at ?? now });
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'running', status_changed_at: now, check_at: checkAt, booted_at: row.booted_at ?? now });
   if (updated === null) return null;
   await emitMachineEvent(deps, tx, row.booted_at === null ? 'machine.created' : 'machine.started', updated);
   return updated;
 }
 
-export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: string, message: string): Promise<MachineRow | null> {
-  const updated = await change(deps, tx, row, { status: 'error', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
+export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: ErrorReason, message: string): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'error', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
   if (updated === null) return null;
   await emitMachineEvent(deps, tx, 'machine.error', updated, { reason, message });
   await failPendingRuns(deps, tx, updated, `The machine failed (${reason}) before the run could start.`);
@@ -48,7 +83,7 @@ export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: str
 }
 
 export async function markStopped(deps: Deps, tx: Tx, row: MachineRow, reason: StopReason): Promise<MachineRow | null> {
-  const updated = await change(deps, tx, row, { status: 'stopped', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'stopped', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
   if (updated === null) return null;
   await emitMachineEvent(deps, tx, 'machine.stopped', updated, { reason });
   await failPendingRuns(deps, tx, updated, `The machine stopped (${reason}) before the run could start.`);
@@ -56,8 +91,9 @@ export async function markStopped(deps: Deps, tx: Tx, row: MachineRow, reason: S
 }
 
 /** Destroyed machines keep their row (events refer to them) but lose their token, triggers and live views. */
-export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason: 'requested' | 'expired' | 'pool'): Promise<MachineRow | null> {
+export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason: DestroyReason): Promise<MachineRow | null> {
   const updated = await change(deps, tx, row, {
+    ...SETTLED,
     status: 'destroyed',
     status_changed_at: deps.clock.now(),
     check_at: null,
@@ -74,7 +110,7 @@ export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason:
 
 /** `machine.expired`, carrying the status the machine had when it expired; the stop or destroy follows. */
 export async function markExpired(deps: Deps, tx: Tx, row: MachineRow): Promise<MachineRow | null> {
-  const updated = await change(deps, tx, row, { expired_at: deps.clock.now() });
+  const updated = await change(deps, tx, row, { expired_at: deps.clock.now(), failures: 0, retry_at: null });
   if (updated === null) return null;
   await emitMachineEvent(deps, tx, 'machine.expired', updated, { expiresAt: toIso(row.expires_at!), onExpire: row.on_expire });
   return updated;

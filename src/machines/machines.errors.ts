@@ -13,6 +13,10 @@ export const wrongStatus = (action: string, status: MachineStatus) =>
 /** Another request or process changed the machine between our read and our write. */
 export const changedMeanwhile = () => invalidState('The machine changed while this request ran. Read it again and retry.');
 
+/** The host (provider) failed at what it was asked; the machine was put in `error`, from where it can be started or destroyed again. */
+export const hostFailed = (action: 'boot' | 'stop' | 'destroy') =>
+  new AppError(502, 'provider_error', `The host failed to ${action} the machine; it is now in state error (machine.error). Start or destroy it to try again.`);
+
 export const machineExpired = () => invalidState('The machine has expired; it cannot be started again.');
 
 export const poolEmpty = (pool: string) =>

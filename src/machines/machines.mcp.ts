@@ -2,21 +2,27 @@ import * as z from 'zod';
 import type { PlatformToolRegistrar } from '../mcp/mcp.plugin.ts';
 import { defineTool } from '../mcp/tools.ts';
 import { toPage } from '../http/pagination.ts';
-import { runCommand } from '../runs/runs.service.ts';
+import type { RunExecutor } from '../runs/run-executor.ts';
+import { RUN_LIMITS } from '../runs/runs.schemas.ts';
+import { runAndWait } from '../runs/runs.service.ts';
 import { createLiveView } from './live-view.service.ts';
 import { toMachineView } from './machines.repository.ts';
+import { MACHINE_LIMITS } from './machines.schemas.ts';
 import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
+import { MACHINE_STATUSES } from './machines.tables.ts';
 import type { MachineProvider } from './provider.ts';
 
-const MachineId = z.string().min(1).max(100).describe('Machine id (mch_…)');
+// The same limits as the HTTP schemas (machines.schemas.ts, runs.schemas.ts), in zod for the MCP SDK.
+const MachineId = z.string().min(1).max(MACHINE_LIMITS.id).describe('Machine id (mch_…)');
 const ById = z.strictObject({ id: MachineId });
-const Status = z.enum(['starting', 'running', 'stopping', 'stopped', 'error', 'destroyed']);
+const Status = z.enum(MACHINE_STATUSES);
 const Labels = z
-  .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/), z.string().max(256))
-  .refine((labels) => Object.keys(labels).length <= 50, 'at most 50 labels');
+  .record(z.string().regex(new RegExp(MACHINE_LIMITS.labelKeyPattern)), z.string().max(MACHINE_LIMITS.labelValue))
+  .refine((labels) => Object.keys(labels).length <= MACHINE_LIMITS.labels, `at most ${MACHINE_LIMITS.labels} labels`);
+const Command = z.string().min(1).max(RUN_LIMITS.command);
 
 /** The platform MCP server's machine tools: the HTTP machine API, tool for route, same JSON. */
-export function machinePlatformTools(provider: MachineProvider): PlatformToolRegistrar {
+export function machinePlatformTools(provider: MachineProvider, executor: RunExecutor): PlatformToolRegistrar {
   return (server, { deps, accountId }) => {
     const logger = deps.logger;
 
@@ -41,13 +47,13 @@ export function machinePlatformTools(provider: MachineProvider): PlatformToolReg
         'Creates and boots a machine (or claims a warm one with `pool`). The answer carries `mcpToken`, shown only once: ' +
         'the machine token for the machine’s own MCP endpoint.',
       input: z.strictObject({
-        name: z.string().min(1).max(100),
-        size: z.string().min(1).max(50).optional().describe(`One of ${provider.sizes.join(', ')}`),
-        externalId: z.string().max(255).optional(),
+        name: z.string().min(1).max(MACHINE_LIMITS.name),
+        size: z.string().min(1).max(MACHINE_LIMITS.size).optional().describe(`One of ${provider.sizes.join(', ')}`),
+        externalId: z.string().max(MACHINE_LIMITS.externalId).optional(),
         labels: Labels.optional(),
         expiresAt: z.iso.datetime({ offset: true }).optional().describe('ISO 8601; must be in the future'),
         onExpire: z.enum(['stop', 'destroy']).optional(),
-        pool: z.string().min(1).max(100).optional().describe('Warm pool name or id'),
+        pool: z.string().min(1).max(MACHINE_LIMITS.poolRef).optional().describe('Warm pool name or id'),
       }),
     }, (input) => createMachine(deps, provider, accountId, input));
 
@@ -73,9 +79,10 @@ export function machinePlatformTools(provider: MachineProvider): PlatformToolReg
     }, ({ id }) => rotateMachineToken(deps, accountId, id));
 
     defineTool(server, logger, 'machine_run_command', {
-      description: 'Runs a command on a running machine (a manual run) and returns the finished run.',
-      input: z.strictObject({ id: MachineId, command: z.string().min(1).max(10_000), stopAfter: z.boolean().optional() }),
-    }, ({ id, command, stopAfter }) => runCommand(deps, provider, accountId, id, { command, stopAfter: stopAfter ?? false }));
+      description:
+        'Runs a command on a running machine (a manual run), waits for it (at most the provider’s longest run) and returns the run, finished or still running.',
+      input: z.strictObject({ id: MachineId, command: Command, stopAfter: z.boolean().optional() }),
+    }, ({ id, command, stopAfter }) => runAndWait(deps, provider, executor, accountId, id, { command, stopAfter: stopAfter ?? false }));
 
     defineTool(server, logger, 'machine_live_view', {
       description: "Creates a 15-minute link to the machine's screen, as {url, expiresAt}.",

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import type { MachinesConfig } from '../config.ts';
 import { inboundWebhooksRoutes } from '../runs/inbound-webhooks.routes.ts';
+import { createRunExecutor, type RunExecutor } from '../runs/run-executor.ts';
 import { runsRoutes } from '../runs/runs.routes.ts';
 import { schedulesRoutes } from '../runs/schedules.routes.ts';
 import { liveViewRoutes } from './live-view.routes.ts';
@@ -16,10 +17,15 @@ import { createSimulatedProvider } from './simulated.provider.ts';
 declare module 'fastify' {
   interface FastifyInstance {
     machineProvider: MachineProvider;
+    /** Executes runs in the background, a few at a time; `idle()` waits for them (tests). */
+    runExecutor: RunExecutor;
     /** Boots, expiry, schedules, waiting runs and pool refills; `tick()` runs one pass at once. */
     machineWorker: MachineWorker;
   }
 }
+
+/** How long shutdown waits for runs still executing. */
+const RUN_SHUTDOWN_GRACE_MS = 10_000;
 
 function createProvider(config: Readonly<MachinesConfig>): MachineProvider {
   switch (config.provider) {
@@ -39,6 +45,9 @@ export const machinesPlugin = fp(
     const { deps } = app;
     const provider = createProvider(deps.config.machines);
     app.decorate('machineProvider', provider);
+    // In every role: the API role executes the runs its requests queue, the worker role those its schedules and boots release.
+    const executor = createRunExecutor(deps, provider);
+    app.decorate('runExecutor', executor);
     app.bearerAuthenticators.set('tmm_', authenticateMachineToken);
 
     if (deps.config.role !== 'worker') {
@@ -49,13 +58,17 @@ export const machinesPlugin = fp(
       await app.register(inboundWebhooksRoutes);
       await app.register(liveViewRoutes);
       await app.register(machineMcpRoutes);
-      app.platformMcpTools.push(machinePlatformTools(provider));
+      app.platformMcpTools.push(machinePlatformTools(provider, executor));
     }
 
-    const worker = startMachineWorker(deps, provider, { loop: deps.config.role !== 'api' });
+    const worker = startMachineWorker(deps, provider, executor, { loop: deps.config.role !== 'api' });
     app.decorate('machineWorker', worker);
-    // preClose, not onClose: the pass must finish while the database is still open.
-    app.addHook('preClose', async () => worker.stop());
+    // preClose, not onClose: the pass and the runs must finish while the database is still open. A run still
+    // executing after the grace is left to its lease: another process fails it once the lease runs out.
+    app.addHook('preClose', async () => {
+      await worker.stop();
+      await executor.stop(RUN_SHUTDOWN_GRACE_MS);
+    });
   },
   { name: 'machines', dependencies: ['core', 'auth', 'mcp'] },
 );

@@ -1,11 +1,15 @@
 import type { Kysely, Updateable } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
-import { parseLabels } from './machine-events.ts';
 import type { MachinesTable, MachineStatus } from './machines.tables.ts';
 import type { ProviderMachine } from './provider.ts';
 
 export type MachineRow = MachinesTable;
+
+/** The labels column holds a JSON object of strings (checked by the schemas on the way in). */
+export function parseLabels(json: string): Record<string, string> {
+  return JSON.parse(json) as Record<string, string>;
+}
 
 /** The machine record of the HTTP API (CONTRACT 7). */
 export interface MachineView {
@@ -95,6 +99,7 @@ export async function machinesDueForCheck(db: Kysely<DB>, now: number, limit: nu
   return db.selectFrom('machines').selectAll().where('check_at', 'is not', null).where('check_at', '<=', now).orderBy('check_at').limit(limit).execute();
 }
 
+/** Machines past their expiry and not yet expired; one whose stop or destroy is under way waits for it, one that failed waits for its retry. */
 export async function machinesDueToExpire(db: Kysely<DB>, now: number, limit: number): Promise<MachineRow[]> {
   return db
     .selectFrom('machines')
@@ -102,7 +107,8 @@ export async function machinesDueToExpire(db: Kysely<DB>, now: number, limit: nu
     .where('expires_at', 'is not', null)
     .where('expired_at', 'is', null)
     .where('expires_at', '<=', now)
-    .where('status', '<>', 'destroyed')
+    .where('status', 'not in', ['destroyed', 'stopping'])
+    .where((eb) => eb.or([eb('retry_at', 'is', null), eb('retry_at', '<=', now)]))
     .orderBy('expires_at')
     .limit(limit)
     .execute();

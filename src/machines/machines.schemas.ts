@@ -1,42 +1,53 @@
 import { Type } from 'typebox';
+import { ListQuerySchema } from '../http/pagination.ts';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
+import { MACHINE_STATUSES } from './machines.tables.ts';
 
 const strict = { additionalProperties: false } as const;
 
-export const MachineStatusSchema = Type.Union(
-  [
-    Type.Literal('starting'),
-    Type.Literal('running'),
-    Type.Literal('stopping'),
-    Type.Literal('stopped'),
-    Type.Literal('error'),
-    Type.Literal('destroyed'),
-  ],
-  { description: 'starting, running, stopping, stopped, error or destroyed' },
-);
+/**
+ * The limits of a machine's fields, once: the HTTP schemas below and the MCP
+ * tools' zod schemas (machines.mcp.ts) are both built from them.
+ */
+export const MACHINE_LIMITS = {
+  name: 100,
+  size: 50,
+  externalId: 255,
+  /** Kubernetes-style label keys: 1–63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit. */
+  labelKeyPattern: '^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$',
+  labelValue: 256,
+  labels: 50,
+  poolRef: 100,
+  id: 100,
+} as const;
 
-/** Label keys as Kubernetes-style names; values short strings. */
+export const MachineStatusSchema = Type.Enum(MACHINE_STATUSES, { description: MACHINE_STATUSES.join(', ') });
+
 export const LabelsSchema = Type.Record(
-  Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$' }),
-  Type.String({ maxLength: 256 }),
-  { maxProperties: 50, additionalProperties: false, description: 'Map of string keys (1–63 of A-Z a-z 0-9 . _ / -) to string values (at most 256 characters); at most 50' },
+  Type.String({ pattern: MACHINE_LIMITS.labelKeyPattern }),
+  Type.String({ maxLength: MACHINE_LIMITS.labelValue }),
+  {
+    maxProperties: MACHINE_LIMITS.labels,
+    additionalProperties: false,
+    description: `Map of string keys (1–63 of A-Z a-z 0-9 . _ / -) to string values (at most ${MACHINE_LIMITS.labelValue} characters); at most ${MACHINE_LIMITS.labels}`,
+  },
 );
 
 export const OnExpireSchema = Type.Union([Type.Literal('stop'), Type.Literal('destroy')], {
   description: 'What happens at expiresAt: stop (default) or destroy',
 });
 
-export const MachineName = Type.String({ minLength: 1, maxLength: 100 });
+export const MachineName = Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.name, description: 'One line, no control characters' });
 
 export const CreateMachineBody = Type.Object(
   {
     name: MachineName,
-    size: Type.Optional(Type.String({ minLength: 1, maxLength: 50, description: 'A size of the provider (simulated: small, medium, large); default small' })),
-    externalId: Type.Optional(Type.String({ maxLength: 255, description: 'Your own reference, carried into events' })),
+    size: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.size, description: 'A size of the provider (simulated: small, medium, large); default small' })),
+    externalId: Type.Optional(Type.String({ maxLength: MACHINE_LIMITS.externalId, description: 'Your own reference, carried into events' })),
     labels: Type.Optional(LabelsSchema),
     expiresAt: Type.Optional(Type.String({ format: 'date-time', description: 'When the machine expires; must be in the future' })),
     onExpire: Type.Optional(OnExpireSchema),
-    pool: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'A warm pool (name or id) to take the machine from' })),
+    pool: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.poolRef, description: 'A warm pool (name or id) to take the machine from' })),
   },
   strict,
 );
@@ -57,21 +68,14 @@ export const MachineWithTokenSchema = Type.Object({
   mcpToken: Type.String({ description: 'Machine token (tmm_…): shown only in this response' }),
 });
 
-export const ListMachinesQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50 })),
-    cursor: Type.Optional(Type.String({ pattern: '^[a-z]+_[0-9a-z]{26}$' })),
-    status: Type.Optional(MachineStatusSchema),
-  },
-  strict,
-);
+export const ListMachinesQuery = Type.Object({ ...ListQuerySchema.properties, status: Type.Optional(MachineStatusSchema) }, strict);
 
 export const PoolName = Type.String({ minLength: 1, maxLength: 60 });
 
 export const CreatePoolBody = Type.Object(
   {
     name: PoolName,
-    size: Type.String({ minLength: 1, maxLength: 50 }),
+    size: Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.size }),
     count: Type.Integer({ minimum: 0, maximum: 20, description: 'Machines kept booted and unclaimed' }),
   },
   strict,

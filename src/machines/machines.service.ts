@@ -3,19 +3,20 @@ import { invalidRequest } from '../http/errors.ts';
 import type { Deps } from '../shared/deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateToken, hashToken } from '../shared/secrets.ts';
-import { changedMeanwhile, machineExpired, machineNotFound, unknownSize, wrongStatus } from './machines.errors.ts';
+import { BOOT_CALL_GRACE_MS, bootStarting, stopOrDestroy } from './machine-actions.ts';
+import { changedMeanwhile, hostFailed, machineExpired, machineNotFound, unknownSize, wrongStatus } from './machines.errors.ts';
 import {
   findMachine,
   insertMachine,
   listMachineRows,
   toMachineView,
-  toProviderMachine,
   updateMachineIf,
   type MachineRow,
   type MachineView,
 } from './machines.repository.ts';
 import type { MachineStatus, OnExpire } from './machines.tables.ts';
-import { markDestroyed, markStarting, markStopped } from './machine-transitions.ts';
+import { markStarting } from './machine-transitions.ts';
+import { checkName } from './names.ts';
 import { claimFromPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
 
@@ -45,10 +46,9 @@ export interface MachineFields {
   onExpire: OnExpire;
 }
 
-/** @throws AppError 400 for a blank name, an unknown size or an expiry not in the future. */
+/** @throws AppError 400 for a blank or multi-line name, an unknown size or an expiry not in the future. */
 export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number): MachineFields {
-  const name = input.name.trim();
-  if (name === '') throw invalidRequest('name must not be blank.');
+  const name = checkName(input.name);
   if (input.size !== undefined && !provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
   let expiresAt: number | null = null;
   if (input.expiresAt !== undefined) {
@@ -61,7 +61,9 @@ export function checkMachineFields(provider: MachineProvider, input: NewMachine,
 
 /**
  * Creates and boots a machine, or claims a warm one from a pool.
- * `machine.created` follows when the boot completes (the worker asks the provider).
+ * `machine.created` follows when the boot completes (the worker asks the
+ * provider). The machine is recorded before the host is asked, so a host that
+ * refuses the boot leaves it in `error` with `machine.error`, answered as such.
  * @throws AppError 400 bad fields, 404 unknown pool, 409 pool_empty.
  */
 export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
@@ -79,19 +81,24 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     status: 'starting',
     status_changed_at: now,
     version: 0,
-    check_at: null,
+    // Asked of the provider only if the boot call's own answer is never recorded (the process died in between).
+    check_at: now + BOOT_CALL_GRACE_MS,
     booted_at: null,
     pool_id: null,
     on_expire: fields.onExpire,
     expires_at: fields.expiresAt,
     expired_at: null,
     mcp_token_hash: hashToken(mcpToken),
+    pending_action: null,
+    pending_reason: null,
+    failures: 0,
+    retry_at: null,
     created_at: now,
     updated_at: now,
   };
-  row.check_at = (await provider.boot(toProviderMachine(row), now)).checkAt;
   await insertMachine(deps.db, row);
-  return { ...toMachineView(row), mcpToken };
+  const { machine } = await bootStarting(deps, provider, row);
+  return { ...toMachineView(machine), mcpToken };
 }
 
 /** @throws AppError 404 when the machine does not exist or belongs to another account. */
@@ -112,42 +119,43 @@ export async function listMachines(
 
 /**
  * Boots a stopped (or failed) machine; `machine.started` follows when the boot completes.
- * @throws AppError 404, 409 invalid_state when it is not stopped or error, or has expired.
+ * @throws AppError 404, 409 invalid_state when it is not stopped or error, or has expired; 502 provider_error when the host refuses (the machine is then in error).
  */
 export async function startMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
   const row = await getMachineRow(deps, accountId, id);
   if (row.status !== 'stopped' && row.status !== 'error') throw wrongStatus('be started', row.status);
   if (row.expired_at !== null) throw machineExpired();
-  const { checkAt } = await provider.boot(toProviderMachine(row), deps.clock.now());
-  const updated = await inTransaction(deps.db, (tx) => markStarting(deps, tx, row, checkAt));
-  if (updated === null) throw changedMeanwhile();
-  return toMachineView(updated);
+  const starting = await inTransaction(deps.db, (tx) => markStarting(deps, tx, row, deps.clock.now() + BOOT_CALL_GRACE_MS));
+  if (starting === null) throw changedMeanwhile();
+  const { machine, ok } = await bootStarting(deps, provider, starting);
+  if (!ok) throw hostFailed('boot');
+  return toMachineView(machine);
 }
 
 /**
  * Turns a machine off, keeping its state (`machine.stopped`, reason `requested`).
- * @throws AppError 404, 409 invalid_state unless it is starting or running.
+ * @throws AppError 404, 409 invalid_state unless it is starting or running; 502 provider_error when the host fails (the machine is then in error).
  */
 export async function stopMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
   const row = await getMachineRow(deps, accountId, id);
   if (row.status !== 'running' && row.status !== 'starting') throw wrongStatus('be stopped', row.status);
-  await provider.stop(toProviderMachine(row));
-  const updated = await inTransaction(deps.db, (tx) => markStopped(deps, tx, row, 'requested'));
-  if (updated === null) throw changedMeanwhile();
-  return toMachineView(updated);
+  const outcome = await stopOrDestroy(deps, provider, row, { action: 'stop', reason: 'requested' });
+  if (outcome === null) throw changedMeanwhile();
+  if (!outcome.ok) throw hostFailed('stop');
+  return toMachineView(outcome.machine);
 }
 
 /**
  * Deletes a machine (`machine.destroyed`); its record stays readable with status `destroyed`.
- * @throws AppError 404, 409 invalid_state when it is already destroyed.
+ * @throws AppError 404, 409 invalid_state when it is destroyed or a stop is under way; 502 provider_error when the host fails (the machine is then in error).
  */
 export async function destroyMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
   const row = await getMachineRow(deps, accountId, id);
-  if (row.status === 'destroyed') throw wrongStatus('be destroyed', row.status);
-  await provider.destroy(toProviderMachine(row));
-  const updated = await inTransaction(deps.db, (tx) => markDestroyed(deps, tx, row, 'requested'));
-  if (updated === null) throw changedMeanwhile();
-  return toMachineView(updated);
+  if (row.status === 'destroyed' || row.status === 'stopping') throw wrongStatus('be destroyed', row.status);
+  const outcome = await stopOrDestroy(deps, provider, row, { action: 'destroy', reason: 'requested' });
+  if (outcome === null) throw changedMeanwhile();
+  if (!outcome.ok) throw hostFailed('destroy');
+  return toMachineView(outcome.machine);
 }
 
 /**

@@ -1,4 +1,10 @@
-export type MachineStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'error' | 'destroyed';
+/** CONTRACT 7's states, in the order a machine meets them: the one list the HTTP and MCP schemas derive from. */
+export const MACHINE_STATUSES = ['starting', 'running', 'stopping', 'stopped', 'error', 'destroyed'] as const;
+
+export type MachineStatus = (typeof MACHINE_STATUSES)[number];
+
+/** What a `stopping` machine is on its way to; recorded before the host is asked. */
+export type PendingAction = 'stop' | 'destroy';
 
 export type OnExpire = 'stop' | 'destroy';
 
@@ -27,6 +33,13 @@ export interface MachinesTable {
   expired_at: number | null;
   /** SHA-256 of the current machine token; null when the machine has none (pooled or destroyed). */
   mcp_token_hash: string | null;
+  /** Set with status `stopping`: the stop or destroy the host is being asked for, and the reason its event will carry. */
+  pending_action: PendingAction | null;
+  pending_reason: string | null;
+  /** Consecutive host failures while the worker handled this machine: they space out its retries. */
+  failures: number;
+  /** The worker leaves the machine's expiry alone until then (after a failure). */
+  retry_at: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -40,6 +53,9 @@ export interface PoolsTable {
   count: number;
   /** Bumped by every refill: refills are serialised on it across processes. */
   version: number;
+  /** Consecutive failed refills, and when the worker may try again. */
+  failures: number;
+  retry_at: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -76,11 +76,12 @@ export async function deletePoolRow(db: Kysely<DB>, poolId: string): Promise<voi
   await db.deleteFrom('pools').where('id', '=', poolId).execute();
 }
 
-/** Pools with fewer or more warm machines than their count. */
-export async function poolsOffCount(db: Kysely<DB>, limit: number): Promise<string[]> {
-  const rows = await db
+/** Pools with fewer or more warm machines than their count, except those waiting out a failure. */
+export async function poolsOffCount(db: Kysely<DB>, now: number, limit: number): Promise<Array<Pick<PoolRow, 'id' | 'failures'>>> {
+  return db
     .selectFrom('pools')
-    .select('pools.id')
+    .select(['pools.id', 'pools.failures'])
+    .where((eb) => eb.or([eb('pools.retry_at', 'is', null), eb('pools.retry_at', '<=', now)]))
     .where((eb) =>
       eb(
         'pools.count',
@@ -95,5 +96,9 @@ export async function poolsOffCount(db: Kysely<DB>, limit: number): Promise<stri
     .orderBy('pools.id')
     .limit(limit)
     .execute();
-  return rows.map((row) => row.id);
+}
+
+/** Records a failed refill (the worker leaves the pool alone until `retryAt`), or with null a successful one. */
+export async function postponePool(db: Kysely<DB>, poolId: string, failures: number, retryAt: number | null): Promise<void> {
+  await db.updateTable('pools').set({ failures, retry_at: retryAt }).where('id', '=', poolId).execute();
 }

@@ -4,8 +4,9 @@ import { invalidRequest } from '../http/errors.ts';
 import type { Deps } from '../shared/deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateToken, hashToken } from '../shared/secrets.ts';
+import { finishPending } from './machine-actions.ts';
 import { emitMachineEvent } from './machine-events.ts';
-import { markDestroyed } from './machine-transitions.ts';
+import { markStopping } from './machine-transitions.ts';
 import { poolEmpty, poolNameTaken, poolNotFound, unknownSize } from './machines.errors.ts';
 import {
   insertMachine,
@@ -16,6 +17,7 @@ import {
   type MachineRow,
 } from './machines.repository.ts';
 import type { MachineFields, MachineWithToken } from './machines.service.ts';
+import { checkName } from './names.ts';
 import {
   deletePoolRow,
   findPool,
@@ -46,6 +48,7 @@ export async function getPoolRow(deps: Deps, accountId: string, id: string): Pro
   return row;
 }
 
+/** @throws AppError 404 for an unknown pool or another account's. */
 export async function getPool(deps: Deps, accountId: string, id: string): Promise<PoolView> {
   return poolView(deps, await getPoolRow(deps, accountId, id));
 }
@@ -66,11 +69,21 @@ export async function createPool(
   accountId: string,
   input: { name: string; size: string; count: number },
 ): Promise<PoolView> {
-  const name = input.name.trim();
-  if (name === '') throw invalidRequest('name must not be blank.');
+  const name = checkName(input.name);
   if (!provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
   const now = deps.clock.now();
-  const row: PoolRow = { id: newId('pool', now), account_id: accountId, name, size: input.size, count: input.count, version: 0, created_at: now, updated_at: now };
+  const row: PoolRow = {
+    id: newId('pool', now),
+    account_id: accountId,
+    name,
+    size: input.size,
+    count: input.count,
+    version: 0,
+    failures: 0,
+    retry_at: null,
+    created_at: now,
+    updated_at: now,
+  };
   try {
     await inTransaction(deps.db, async (tx) => {
       await insertPool(tx.db, row);
@@ -83,46 +96,77 @@ export async function createPool(
   return poolView(deps, row);
 }
 
-/** Changes how many machines the pool keeps warm: boots more, or destroys the surplus. */
+/**
+ * Changes how many machines the pool keeps warm: boots more, or destroys the surplus.
+ * @throws AppError 404 for an unknown pool or another account's.
+ */
 export async function resizePool(deps: Deps, provider: MachineProvider, accountId: string, id: string, count: number): Promise<PoolView> {
   const pool = await getPoolRow(deps, accountId, id);
-  await inTransaction(deps.db, async (tx) => {
+  const { surplus } = await inTransaction(deps.db, async (tx) => {
     await updatePoolCount(tx.db, pool.id, count, deps.clock.now());
-    await refillPool(deps, provider, tx, pool.id);
+    return refillPool(deps, provider, tx, pool.id);
   });
+  await destroyMarked(deps, provider, surplus);
   return getPool(deps, accountId, id);
 }
 
-/** Deletes the pool and destroys its unclaimed machines; claimed machines are not touched. */
+/**
+ * Deletes the pool and destroys its unclaimed machines; claimed machines are not touched.
+ * @throws AppError 404 for an unknown pool or another account's.
+ */
 export async function deletePool(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<void> {
   const pool = await getPoolRow(deps, accountId, id);
-  await inTransaction(deps.db, async (tx) => {
-    if ((await lockPool(tx.db, pool.id)) === undefined) return;
-    for (const machine of await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES)) {
-      await provider.destroy(toProviderMachine(machine));
-      await markDestroyed(deps, tx, machine, 'pool');
-    }
+  const doomed = await inTransaction(deps.db, async (tx) => {
+    if ((await lockPool(tx.db, pool.id)) === undefined) return [];
+    const marked = await markForDestruction(deps, tx, await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES));
     await deletePoolRow(tx.db, pool.id);
+    return marked;
   });
+  await destroyMarked(deps, provider, doomed);
+}
+
+/** Within the pool's transaction, the machines to destroy become `stopping` (so no claim takes them); the host is asked after commit. */
+async function markForDestruction(deps: Deps, tx: Tx, machines: MachineRow[]): Promise<MachineRow[]> {
+  const marked: MachineRow[] = [];
+  for (const machine of machines) {
+    const stopping = await markStopping(deps, tx, machine, { action: 'destroy', reason: 'pool' });
+    if (stopping !== null) marked.push(stopping);
+  }
+  return marked;
+}
+
+/** After commit: asks the host to destroy what markForDestruction marked, with `machine.destroyed` (or `machine.error`) each. */
+export async function destroyMarked(deps: Deps, provider: MachineProvider, machines: MachineRow[]): Promise<void> {
+  for (const machine of machines) await finishPending(deps, provider, machine);
+}
+
+export interface Refill {
+  /** Surplus machines marked for destruction: the caller hands them to destroyMarked once the transaction has committed. */
+  surplus: MachineRow[];
+  /** Replacements the host refused to boot; the worker tries again later. */
+  bootFailures: number;
 }
 
 /**
  * Brings the pool to `count` warm (starting or running) machines, under the
  * pool's row lock so that two processes never both fill the same gap.
  */
-export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, poolId: string): Promise<void> {
+export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, poolId: string): Promise<Refill> {
   const pool = await lockPool(tx.db, poolId);
-  if (pool === undefined) return;
+  if (pool === undefined) return { surplus: [], bootFailures: 0 };
   const warm = await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES);
-  for (let i = warm.length; i < pool.count; i++) await insertMachine(tx.db, await newPoolMachine(deps, provider, pool));
-  // Surplus: the last ones (still starting, newest) go first.
-  for (const machine of warm.slice(pool.count).reverse()) {
-    await provider.destroy(toProviderMachine(machine));
-    await markDestroyed(deps, tx, machine, 'pool');
+  let bootFailures = 0;
+  for (let i = warm.length; i < pool.count; i++) {
+    const machine = await newPoolMachine(deps, provider, pool);
+    if (machine === null) bootFailures++;
+    else await insertMachine(tx.db, machine);
   }
+  // Surplus: the last ones (still starting, newest) go first.
+  return { surplus: await markForDestruction(deps, tx, warm.slice(pool.count).reverse()), bootFailures };
 }
 
-async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow): Promise<MachineRow> {
+/** A warm machine for the pool, booting; null when the host refuses the boot (logged: nobody asked for this machine, so no event). */
+async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow): Promise<MachineRow | null> {
   const now = deps.clock.now();
   const id = newId('mch', now);
   const row: MachineRow = {
@@ -142,10 +186,20 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     expires_at: null,
     expired_at: null,
     mcp_token_hash: null,
+    pending_action: null,
+    pending_reason: null,
+    failures: 0,
+    retry_at: null,
     created_at: now,
     updated_at: now,
   };
-  row.check_at = (await provider.boot(toProviderMachine(row), now)).checkAt;
+  try {
+    // Booted before it is inserted, in the pool's transaction: a refused boot leaves no row behind, and the pool stays short for the worker to retry.
+    row.check_at = (await provider.boot(toProviderMachine(row), now)).checkAt;
+  } catch (err) {
+    deps.logger.error({ err, poolId: pool.id }, 'the host failed to boot a pool machine');
+    return null;
+  }
   return row;
 }
 
@@ -188,6 +242,7 @@ export async function claimFromPool(
         if (!(await updateMachineIf(tx.db, candidate, changes, now))) continue;
         const machine: MachineRow = { ...candidate, ...changes, version: candidate.version + 1, updated_at: now };
         await emitMachineEvent(deps, tx, 'machine.claimed', machine, { pool: { id: pool.id, name: pool.name } });
+        // A claim only ever shortens the pool, so there is no surplus to destroy; a refused boot is the worker's to retry.
         await refillPool(deps, provider, tx, pool.id);
         return machine;
       }

@@ -1,5 +1,7 @@
 import * as z from 'zod';
+import { escapeHtml } from '../dashboard/html.ts';
 import { defineTool } from '../mcp/tools.ts';
+import { RUN_LIMITS } from '../runs/runs.schemas.ts';
 import type { CommandResult, MachineProvider, Observation, ProviderMachine } from './provider.ts';
 
 /**
@@ -30,10 +32,6 @@ export function simulateCommand(command: string): CommandResult {
   return { exitCode, output: command };
 }
 
-function escapeXml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
 const STATUS_COLOURS: Record<string, string> = { running: '#1a7f37', starting: '#9a6700', error: '#cf222e' };
 
 export function createSimulatedProvider(options: { bootMs: number }): MachineProvider {
@@ -42,7 +40,7 @@ export function createSimulatedProvider(options: { bootMs: number }): MachinePro
     name: 'simulated',
     sizes: SIZES,
     defaultSize: 'small',
-    // Commands run instantly here; a run still going after a minute was interrupted.
+    // Commands run instantly here; a minute is what the synchronous tools wait for one.
     maxRunMs: 60_000,
 
     async boot(_machine, now) {
@@ -72,13 +70,13 @@ export function createSimulatedProvider(options: { bootMs: number }): MachinePro
       return simulateCommand(command);
     },
 
-    screen(machine) {
+    async screen(machine) {
       const colour = STATUS_COLOURS[machine.status] ?? '#57606a';
-      const body = `<svg xmlns="http://www.w3.org/2000/svg" width="1024" height="640" viewBox="0 0 1024 640" role="img" aria-label="Screen of ${escapeXml(machine.name)}">
+      const body = `<svg xmlns="http://www.w3.org/2000/svg" width="1024" height="640" viewBox="0 0 1024 640" role="img" aria-label="Screen of ${escapeHtml(machine.name)}">
 <rect width="1024" height="640" fill="#0d1117"/>
-<text x="512" y="290" fill="#f0f6fc" font-family="sans-serif" font-size="40" text-anchor="middle">${escapeXml(machine.name)}</text>
-<text x="512" y="350" fill="${colour}" font-family="sans-serif" font-size="28" text-anchor="middle">${escapeXml(machine.status)}</text>
-<text x="512" y="600" fill="#8b949e" font-family="sans-serif" font-size="16" text-anchor="middle">simulated machine ${escapeXml(machine.id)}</text>
+<text x="512" y="290" fill="#f0f6fc" font-family="sans-serif" font-size="40" text-anchor="middle">${escapeHtml(machine.name)}</text>
+<text x="512" y="350" fill="${colour}" font-family="sans-serif" font-size="28" text-anchor="middle">${escapeHtml(machine.status)}</text>
+<text x="512" y="600" fill="#8b949e" font-family="sans-serif" font-size="16" text-anchor="middle">simulated machine ${escapeHtml(machine.id)}</text>
 </svg>`;
       return { contentType: 'image/svg+xml', body };
     },
@@ -92,11 +90,11 @@ export function createSimulatedProvider(options: { bootMs: number }): MachinePro
 
       defineTool(server, context.logger, 'run_command', {
         description:
-          'Runs a shell command on this machine (a manual run) and returns the run. The simulated machine executes nothing: ' +
+          'Runs a shell command on this machine (a manual run), waits for it and returns the finished run. The simulated machine executes nothing: ' +
           'the output echoes the command; `false` or a command ending in `exit N` (N ≠ 0) fails.',
         input: z.strictObject({
-          command: z.string().min(1).max(10_000).describe('The command line'),
-          stopAfter: z.boolean().optional().describe('Stop the machine when the run ends'),
+          command: z.string().min(1).max(RUN_LIMITS.command).describe('The command line'),
+          stopAfter: z.boolean().optional().describe("Stop the machine when the run ends (the owner's API key only: a machine token cannot stop its machine)"),
         }),
       }, (args) => context.runCommand(args.command, args.stopAfter ?? false));
     },

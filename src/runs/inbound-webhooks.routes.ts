@@ -3,15 +3,14 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
-import { deleteInboundWebhook } from './inbound-webhooks.repository.ts';
 import {
   createInboundWebhook,
+  deleteInboundWebhook,
   getInboundWebhook,
   INBOUND_WEBHOOK_PATH,
   listInboundWebhooks,
   receiveInboundWebhook,
 } from './inbound-webhooks.service.ts';
-import { inboundWebhookNotFound } from './runs.errors.ts';
 import { CreatedInboundWebhookSchema, CreateInboundWebhookBody, InboundWebhookSchema, RunSchema, TriggerListQuery } from './runs.schemas.ts';
 
 const tags = ['inbound-webhooks'];
@@ -43,7 +42,7 @@ export const inboundWebhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete('/api/inbound-webhooks/:id', {
     schema: { tags, summary: 'Delete an inbound webhook; its URL stops working', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
-    if (!(await deleteInboundWebhook(deps.db, accountIdOf(request), request.params.id))) throw inboundWebhookNotFound();
+    await deleteInboundWebhook(deps, accountIdOf(request), request.params.id);
     return reply.code(204).send(null);
   });
 
@@ -55,7 +54,7 @@ export const inboundWebhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
  * body, so this plugin (and only it) reads every body as bytes, whatever its type.
  */
 const inboundWebhookReceiver: FastifyPluginAsyncTypebox = async (app) => {
-  const { deps, machineProvider: provider } = app;
+  const { deps, machineProvider: provider, runExecutor: executor } = app;
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
@@ -63,7 +62,9 @@ const inboundWebhookReceiver: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'none' },
     schema: {
       tags,
-      summary: 'Start the inbound webhook’s run; signed with Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">',
+      summary:
+        'Queue the inbound webhook’s run (202 at once, pending); signed with Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">. ' +
+        'The same signed request again is 409 replayed.',
       params: Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }),
       security: [],
       response: responses({ 202: RunSchema }),
@@ -71,7 +72,7 @@ const inboundWebhookReceiver: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     const signature = request.headers['service-signature'];
-    const run = await receiveInboundWebhook(deps, provider, request.params.token, body, Array.isArray(signature) ? signature[0] : signature);
+    const run = await receiveInboundWebhook(deps, provider, executor, request.params.token, body, Array.isArray(signature) ? signature[0] : signature);
     return reply.code(202).send(run);
   });
 };

@@ -1,37 +1,38 @@
+import { isUniqueViolation } from '../db/errors.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { invalidRequest } from '../http/errors.ts';
 import { wrongStatus } from '../machines/machines.errors.ts';
 import { findMachineById } from '../machines/machines.repository.ts';
 import { getMachineRow } from '../machines/machines.service.ts';
+import { checkName } from '../machines/names.ts';
 import type { MachineProvider } from '../machines/provider.ts';
-import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { Deps } from '../shared/deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateOpaqueToken, generateSigningSecret, hashToken } from '../shared/secrets.ts';
 import {
+  deleteInboundWebhookRow,
   findInboundWebhook,
   findInboundWebhookByTokenHash,
+  findReceipt,
   insertInboundWebhook,
+  insertReceipt,
   listInboundWebhookRows,
   recordInboundWebhookUse,
+  toInboundWebhookView,
   type InboundWebhookRow,
+  type InboundWebhookView,
 } from './inbound-webhooks.repository.ts';
-import { inboundWebhookNotFound, invalidSignature } from './runs.errors.ts';
-import { findRunById, toRunView, type RunView } from './runs.repository.ts';
-import { executeRun, queueRun } from './runs.service.ts';
-import { verifySignature } from './signature.ts';
+import type { RunExecutor } from './run-executor.ts';
+import { inboundWebhookNotFound, invalidSignature, replayed } from './runs.errors.ts';
+import { toRunView, type RunView } from './runs.repository.ts';
+import { queueRun } from './runs.service.ts';
+import { SIGNATURE_TOLERANCE_SECONDS, verifyInboundSignature } from './signature.ts';
 
 /** Where inbound webhooks are received: the token in the path is the webhook's unguessable address. */
 export const INBOUND_WEBHOOK_PATH = '/api/hooks';
 
-export interface InboundWebhookView {
-  id: string;
-  machineId: string;
-  name: string;
-  command: string;
-  stopAfter: boolean;
-  lastTriggeredAt: string | null;
-  createdAt: string;
+/** The last moment a request signed at `t` (unix seconds) passes the timestamp check: until the end of second t + tolerance. */
+function replayableUntil(t: number): number {
+  return (t + SIGNATURE_TOLERANCE_SECONDS + 1) * 1000;
 }
 
 /** The create answer: the URL and the signing secret are shown only here. */
@@ -40,26 +41,13 @@ export interface CreatedInboundWebhook extends InboundWebhookView {
   secret: string;
 }
 
-function toInboundWebhookView(row: InboundWebhookRow): InboundWebhookView {
-  return {
-    id: row.id,
-    machineId: row.machine_id,
-    name: row.name,
-    command: row.command,
-    stopAfter: row.stop_after === 1,
-    lastTriggeredAt: toIsoOrNull(row.last_triggered_at),
-    createdAt: toIso(row.created_at),
-  };
-}
-
-/** @throws AppError 400 blank name, 404 unknown machine, 409 invalid_state for a destroyed machine. */
+/** @throws AppError 400 blank or multi-line name, 404 unknown machine, 409 invalid_state for a destroyed machine. */
 export async function createInboundWebhook(
   deps: Deps,
   accountId: string,
   input: { machineId: string; name: string; command: string; stopAfter?: boolean | undefined },
 ): Promise<CreatedInboundWebhook> {
-  const name = input.name.trim();
-  if (name === '') throw invalidRequest('name must not be blank.');
+  const name = checkName(input.name);
   const machine = await getMachineRow(deps, accountId, input.machineId);
   if (machine.status === 'destroyed') throw wrongStatus('get an inbound webhook', machine.status);
   const now = deps.clock.now();
@@ -96,32 +84,52 @@ export async function listInboundWebhooks(
   return rows.map(toInboundWebhookView);
 }
 
+/** Its URL stops working at once. @throws AppError 404 for an unknown inbound webhook or another account's. */
+export async function deleteInboundWebhook(deps: Deps, accountId: string, id: string): Promise<void> {
+  if (!(await deleteInboundWebhookRow(deps.db, accountId, id))) throw inboundWebhookNotFound();
+}
+
 /**
- * A signed POST to the webhook's URL starts a run (booting the machine when it is stopped).
- * @throws AppError 404 unknown URL, 401 invalid_signature.
+ * A signed POST to the webhook's URL queues a run (booting the machine when
+ * it is stopped) and answers it at once, pending: the outcome follows as
+ * `run.succeeded` / `run.failed`. Each signed request starts one run: the
+ * same signature again within the timestamp tolerance is a replay.
+ * @throws AppError 404 unknown URL, 401 invalid_signature, 409 replayed.
  */
 export async function receiveInboundWebhook(
   deps: Deps,
   provider: MachineProvider,
+  executor: RunExecutor,
   token: string,
   body: Buffer,
   signature: string | undefined,
 ): Promise<RunView> {
   const hook = await findInboundWebhookByTokenHash(deps.db, hashToken(token));
   if (hook === undefined) throw inboundWebhookNotFound();
-  const check = verifySignature(hook.secret, signature, body, deps.clock.now());
+  const now = deps.clock.now();
+  const check = verifyInboundSignature(hook.secret, signature, body, now);
   if (!check.ok) throw invalidSignature(check.problem);
-  const queued = await inTransaction(deps.db, async (tx) => {
-    await recordInboundWebhookUse(tx.db, hook.id, deps.clock.now());
-    const machine = (await findMachineById(tx.db, hook.machine_id))!;
-    return queueRun(deps, provider, tx, machine, {
-      source: 'webhook',
-      sourceId: hook.id,
-      sourceName: hook.name,
-      command: hook.command,
-      stopAfter: hook.stop_after === 1,
+  const seen = await findReceipt(deps.db, hook.id, check.signature);
+  if (seen !== undefined) throw replayed(seen.run_id);
+  const runId = newId('run', now);
+  try {
+    const run = await inTransaction(deps.db, async (tx) => {
+      // First, so that of two identical requests arriving together the second fails here, before it boots anything.
+      await insertReceipt(tx.db, { hook_id: hook.id, signature: check.signature, run_id: runId, expires_at: replayableUntil(check.timestamp) });
+      await recordInboundWebhookUse(tx.db, hook.id, now);
+      const machine = (await findMachineById(tx.db, hook.machine_id))!;
+      return queueRun(deps, provider, executor, tx, machine, {
+        id: runId,
+        source: 'webhook',
+        sourceId: hook.id,
+        sourceName: hook.name,
+        command: hook.command,
+        stopAfter: hook.stop_after === 1,
+      });
     });
-  });
-  if (queued.executeNow) await executeRun(deps, provider, queued.run.id);
-  return toRunView((await findRunById(deps.db, queued.run.id))!);
+    return toRunView(run);
+  } catch (error) {
+    if (!isUniqueViolation(error)) throw error;
+    throw replayed((await findReceipt(deps.db, hook.id, check.signature))?.run_id ?? null);
+  }
 }

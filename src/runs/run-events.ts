@@ -27,7 +27,9 @@ export interface RunOutcome {
 
 /**
  * Finishes a run that is `from` (pending or running) and emits `run.succeeded`
- * or `run.failed` in the same transaction. False when another process finished it first.
+ * or `run.failed` in the same transaction. False when it is no longer `from`
+ * (another process finished it first) or, with `leaseExpiredBefore`, when its
+ * owner renewed its lease meanwhile.
  */
 export async function completeRun(
   deps: Deps,
@@ -36,16 +38,17 @@ export async function completeRun(
   from: 'pending' | 'running',
   machine: MachineRow,
   outcome: RunOutcome,
+  guard: { leaseExpiredBefore?: number } = {},
 ): Promise<boolean> {
   const status: RunStatus = outcome.exitCode === 0 ? 'succeeded' : 'failed';
   const now = deps.clock.now();
-  const changed = await updateRunIf(tx.db, run.id, from, {
-    status,
-    exit_code: outcome.exitCode,
-    output: outcome.output,
-    started_at: run.started_at ?? now,
-    finished_at: now,
-  });
+  const changed = await updateRunIf(
+    tx.db,
+    run.id,
+    from,
+    { status, exit_code: outcome.exitCode, output: outcome.output, started_at: run.started_at ?? now, finished_at: now, lease_until: null },
+    guard,
+  );
   if (!changed) return false;
   await emitEvent(deps, tx, {
     accountId: run.account_id,

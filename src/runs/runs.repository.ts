@@ -56,23 +56,47 @@ export async function listRunRows(db: Kysely<DB>, machineId: string, limit: numb
   return query.orderBy('id', 'desc').limit(limit).execute();
 }
 
-/** Compare-and-set on the run's status: the one process that moves it on owns the next step. */
-export async function updateRunIf(db: Kysely<DB>, id: string, expected: RunStatus, changes: Updateable<RunsTable>): Promise<boolean> {
-  const result = await db.updateTable('runs').set(changes).where('id', '=', id).where('status', '=', expected).executeTakeFirst();
+/**
+ * Compare-and-set on the run's status: the one process that moves it on owns
+ * the next step. With `leaseExpiredBefore`, only while its lease has run out
+ * (the owner renewed it meanwhile: it is alive, the run is still its own).
+ */
+export async function updateRunIf(
+  db: Kysely<DB>,
+  id: string,
+  expected: RunStatus,
+  changes: Updateable<RunsTable>,
+  options: { leaseExpiredBefore?: number } = {},
+): Promise<boolean> {
+  let query = db.updateTable('runs').set(changes).where('id', '=', id).where('status', '=', expected);
+  const before = options.leaseExpiredBefore;
+  if (before !== undefined) query = query.where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', before)]));
+  const result = await query.executeTakeFirst();
   return result.numUpdatedRows > 0n;
+}
+
+/** Takes a pending run for `owner`: false when another process (or an earlier call) took it first. */
+export async function claimRun(db: Kysely<DB>, id: string, owner: string, now: number, leaseUntil: number): Promise<boolean> {
+  return updateRunIf(db, id, 'pending', { status: 'running', started_at: now, owner, lease_until: leaseUntil });
+}
+
+/** The owner's heartbeat: its runs still executing stay its own until `leaseUntil`. */
+export async function renewRunLeases(db: Kysely<DB>, owner: string, ids: string[], leaseUntil: number): Promise<void> {
+  if (ids.length === 0) return;
+  await db.updateTable('runs').set({ lease_until: leaseUntil }).where('owner', '=', owner).where('status', '=', 'running').where('id', 'in', ids).execute();
 }
 
 export async function pendingRunsOf(db: Kysely<DB>, machineId: string): Promise<RunRow[]> {
   return db.selectFrom('runs').selectAll().where('machine_id', '=', machineId).where('status', '=', 'pending').orderBy('id').execute();
 }
 
-/** Runs that started before `startedBefore` and never finished: their process died mid-run. */
-export async function interruptedRunIds(db: Kysely<DB>, startedBefore: number, limit: number): Promise<string[]> {
+/** Runs still `running` whose owner stopped renewing its lease before `now`: their process died mid-run. */
+export async function orphanedRunIds(db: Kysely<DB>, now: number, limit: number): Promise<string[]> {
   const rows = await db
     .selectFrom('runs')
     .select('id')
     .where('status', '=', 'running')
-    .where('started_at', '<', startedBefore)
+    .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', now)]))
     .orderBy('id')
     .limit(limit)
     .execute();

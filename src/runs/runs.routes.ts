@@ -3,24 +3,24 @@ import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { CreateRunBody, RunSchema } from './runs.schemas.ts';
-import { getRun, listRuns, runCommand } from './runs.service.ts';
+import { getRun, listRuns, startManualRun } from './runs.service.ts';
 
 const tags = ['runs'];
 
 export const runsRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { deps, machineProvider: provider } = app;
+  const { deps, machineProvider: provider, runExecutor: executor } = app;
 
   app.post('/api/machines/:id/runs', {
     schema: {
       tags,
-      summary: 'Run a command on a running machine (source manual); answers the finished run',
+      summary: 'Run a command on a running machine (source manual); answers the run at once, pending: its outcome follows as run.succeeded or run.failed',
       params: IdParamsSchema,
       body: CreateRunBody,
       response: responses({ 201: RunSchema }),
     },
   }, async (request, reply) => {
     const input = { command: request.body.command, stopAfter: request.body.stopAfter ?? false };
-    return reply.code(201).send(await runCommand(deps, provider, accountIdOf(request), request.params.id, input));
+    return reply.code(201).send(await startManualRun(deps, provider, executor, accountIdOf(request), request.params.id, input));
   });
 
   app.get('/api/machines/:id/runs', {

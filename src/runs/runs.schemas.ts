@@ -1,12 +1,17 @@
 import { Type } from 'typebox';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
+import { MACHINE_LIMITS } from '../machines/machines.schemas.ts';
+import { RUN_STATUSES } from './runs.tables.ts';
 
 const strict = { additionalProperties: false } as const;
 
-export const Command = Type.String({ minLength: 1, maxLength: 10_000, description: 'The command line' });
+/** The limits of a run's fields, once: the HTTP schemas below and the MCP tools' zod schemas are both built from them. */
+export const RUN_LIMITS = { command: 10_000, triggerName: 100 } as const;
+
+export const Command = Type.String({ minLength: 1, maxLength: RUN_LIMITS.command, description: 'The command line' });
 const StopAfter = Type.Boolean({ description: 'Stop the machine when the run ends' });
-const TriggerName = Type.String({ minLength: 1, maxLength: 100 });
-const MachineId = Type.String({ minLength: 1, maxLength: 100 });
+const TriggerName = Type.String({ minLength: 1, maxLength: RUN_LIMITS.triggerName, description: 'One line, no control characters' });
+const MachineId = Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.id });
 
 export const CreateRunBody = Type.Object({ command: Command, stopAfter: Type.Optional(StopAfter) }, strict);
 
@@ -17,7 +22,7 @@ export const RunSchema = Type.Object({
   sourceId: Type.Union([Type.String(), Type.Null()], { description: 'The schedule or inbound webhook; null for manual runs' }),
   command: Type.String(),
   stopAfter: Type.Boolean(),
-  status: Type.Union([Type.Literal('pending'), Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed')]),
+  status: Type.Enum(RUN_STATUSES, { description: 'pending (queued, or waiting for the machine to boot), running, succeeded or failed' }),
   exitCode: Type.Union([Type.Integer(), Type.Null()]),
   output: Type.Union([Type.String(), Type.Null()]),
   createdAt: Timestamp,

@@ -1,17 +1,27 @@
 import { inTransaction, type Tx } from '../db/transaction.ts';
-import { changedMeanwhile, wrongStatus } from '../machines/machines.errors.ts';
+import { forbidden } from '../http/errors.ts';
+import { BOOT_CALL_GRACE_MS, bootStarting, finishPending } from '../machines/machine-actions.ts';
+import { markStarting, markStopping, type StopReason } from '../machines/machine-transitions.ts';
+import { wrongStatus } from '../machines/machines.errors.ts';
 import { findMachineById, toProviderMachine, type MachineRow } from '../machines/machines.repository.ts';
 import { getMachineRow } from '../machines/machines.service.ts';
-import { markStarting, markStopped, type StopReason } from '../machines/machine-transitions.ts';
 import type { MachineProvider } from '../machines/provider.ts';
 import type { Deps } from '../shared/deps.ts';
 import { newId } from '../shared/ids.ts';
 import { completeRun, type RunOutcome } from './run-events.ts';
+import type { RunExecutor } from './run-executor.ts';
 import { runNotFound } from './runs.errors.ts';
-import { findRun, findRunById, insertRun, interruptedRunIds, listRunRows, toRunView, updateRunIf, type RunRow, type RunView } from './runs.repository.ts';
+import { claimRun, findRun, findRunById, insertRun, listRunRows, orphanedRunIds, toRunView, type RunRow, type RunView } from './runs.repository.ts';
 import type { RunSource } from './runs.tables.ts';
 
+/** How long a run stays its executing process's after each heartbeat; the owner renews it every third of this. */
+export const RUN_LEASE_MS = 30_000;
+
+export const ORPHANED_RUN_OUTPUT = 'The run was interrupted: the process executing it stopped before the run finished.';
+
 export interface RunRequest {
+  /** Chosen by the caller when it must refer to the run before it exists (an inbound webhook's receipt). */
+  id?: string;
   source: RunSource;
   sourceId: string | null;
   sourceName: string | null;
@@ -19,21 +29,25 @@ export interface RunRequest {
   stopAfter: boolean;
 }
 
-export interface QueuedRun {
-  run: RunRow;
-  /** The machine is running: execute now rather than wait for the worker. */
-  executeNow: boolean;
-}
-
 /**
- * Records a run inside the caller's transaction. A schedule or webhook that
- * finds its machine stopped (or failed) boots it and the run waits for the
- * boot; a machine that cannot run anything fails the run at once (`run.failed`).
+ * Records a run inside the caller's transaction and answers it as it now is.
+ * On a running machine the run is handed to the executor once the transaction
+ * commits; it never executes here. A schedule or webhook that finds its
+ * machine stopped (or failed) boots it and the run waits for the boot (the
+ * worker hands it over then); a machine that cannot run anything fails the
+ * run at once (`run.failed`).
  */
-export async function queueRun(deps: Deps, provider: MachineProvider, tx: Tx, machine: MachineRow, request: RunRequest): Promise<QueuedRun> {
+export async function queueRun(
+  deps: Deps,
+  provider: MachineProvider,
+  executor: RunExecutor,
+  tx: Tx,
+  machine: MachineRow,
+  request: RunRequest,
+): Promise<RunRow> {
   const now = deps.clock.now();
   const run: RunRow = {
-    id: newId('run', now),
+    id: request.id ?? newId('run', now),
     account_id: machine.account_id,
     machine_id: machine.id,
     source: request.source,
@@ -47,18 +61,27 @@ export async function queueRun(deps: Deps, provider: MachineProvider, tx: Tx, ma
     created_at: now,
     started_at: null,
     finished_at: null,
+    owner: null,
+    lease_until: null,
   };
   await insertRun(tx.db, run);
-  if (machine.status === 'running') return { run, executeNow: true };
-  if (machine.status === 'starting') return { run, executeNow: false };
+  if (machine.status === 'running') {
+    tx.afterCommit(() => executor.submit(run.id));
+    return run;
+  }
+  if (machine.status === 'starting') return run;
   const bootable = (machine.status === 'stopped' || machine.status === 'error') && machine.expired_at === null;
   if (bootable && request.source !== 'manual') {
-    const { checkAt } = await provider.boot(toProviderMachine(machine), now);
-    if ((await markStarting(deps, tx, machine, checkAt)) !== null) return { run, executeNow: false };
+    const starting = await markStarting(deps, tx, machine, now + BOOT_CALL_GRACE_MS);
+    if (starting !== null) {
+      // A refused boot puts the machine in error, which fails this run with it.
+      await bootStarting(deps, provider, starting, tx);
+      return (await findRunById(tx.db, run.id))!;
+    }
   }
   const why = machine.expired_at !== null ? 'has expired' : `is ${machine.status}`;
   await completeRun(deps, tx, run, 'pending', machine, { exitCode: null, output: `The machine ${why}; the run could not start.` });
-  return { run, executeNow: false };
+  return (await findRunById(tx.db, run.id))!;
 }
 
 function stopReasonOf(run: RunRow): StopReason {
@@ -68,14 +91,16 @@ function stopReasonOf(run: RunRow): StopReason {
 }
 
 /**
- * Executes a pending run on its machine, once: whoever moves it from pending
- * to running owns it. Then records the outcome with its event and, with
- * stopAfter, stops the machine (`machine.stopped`, reason `after schedule <name>`…).
+ * Executes a pending run, once: whoever moves it from pending to running owns
+ * it, under a lease its executor renews. Records the outcome with its event
+ * and, with stopAfter, stops the machine (`machine.stopped`, reason `after
+ * schedule <name>`…). Called by the run executor only, in the background.
  */
-export async function executeRun(deps: Deps, provider: MachineProvider, runId: string): Promise<void> {
-  if (!(await updateRunIf(deps.db, runId, 'pending', { status: 'running', started_at: deps.clock.now() }))) return;
+export async function executeRun(deps: Deps, provider: MachineProvider, owner: string, runId: string): Promise<void> {
+  const now = deps.clock.now();
+  if (!(await claimRun(deps.db, runId, owner, now, now + RUN_LEASE_MS))) return;
   const run = (await findRunById(deps.db, runId))!;
-  let machine = (await findMachineById(deps.db, run.machine_id))!;
+  const machine = (await findMachineById(deps.db, run.machine_id))!;
   let outcome: RunOutcome;
   if (machine.status !== 'running') {
     outcome = { exitCode: null, output: `The machine is ${machine.status}; the run could not start.` };
@@ -87,51 +112,99 @@ export async function executeRun(deps: Deps, provider: MachineProvider, runId: s
       outcome = { exitCode: null, output: 'The machine could not run the command.' };
     }
   }
-  const stopAfter = run.stop_after === 1;
-  if (stopAfter) {
-    machine = (await findMachineById(deps.db, run.machine_id))!;
-    if (machine.status === 'running') await provider.stop(toProviderMachine(machine));
-  }
-  await inTransaction(deps.db, async (tx) => {
-    await completeRun(deps, tx, run, 'running', machine, outcome);
-    if (stopAfter && machine.status === 'running') await markStopped(deps, tx, machine, stopReasonOf(run));
+  const after = (await findMachineById(deps.db, run.machine_id)) ?? machine;
+  const stopping = await inTransaction(deps.db, async (tx) => {
+    // False: the run is no longer ours (it outlived its lease and was failed as orphaned), so neither its outcome nor its stopAfter applies.
+    if (!(await completeRun(deps, tx, run, 'running', after, outcome))) return null;
+    if (run.stop_after !== 1 || after.status !== 'running') return null;
+    return markStopping(deps, tx, after, { action: 'stop', reason: stopReasonOf(run) });
   });
+  if (stopping !== null) await finishPending(deps, provider, stopping);
 }
 
 /**
- * Fails runs whose process died while they ran, with `run.failed`, so no run
- * is left `running` and no run event is lost. Compare-and-set: once, whichever process sees it.
+ * Fails runs whose executing process died (it stopped renewing their lease),
+ * with `run.failed`, so no run is left `running` and no run event is lost.
+ * A run whose owner is alive is never failed, however long it takes.
+ * Compare-and-set: once, whichever process sees it.
  */
-export async function failInterruptedRuns(deps: Deps, provider: MachineProvider, limit: number): Promise<void> {
-  for (const runId of await interruptedRunIds(deps.db, deps.clock.now() - provider.maxRunMs, limit)) {
-    const run = (await findRunById(deps.db, runId))!;
-    const machine = (await findMachineById(deps.db, run.machine_id))!;
-    await inTransaction(deps.db, (tx) =>
-      completeRun(deps, tx, run, 'running', machine, { exitCode: null, output: 'The run was interrupted: the service stopped while it ran.' }),
-    );
+export async function failOrphanedRuns(deps: Deps, limit: number): Promise<void> {
+  const now = deps.clock.now();
+  for (const runId of await orphanedRunIds(deps.db, now, limit)) {
+    try {
+      const run = (await findRunById(deps.db, runId))!;
+      const machine = (await findMachineById(deps.db, run.machine_id))!;
+      await inTransaction(deps.db, (tx) =>
+        completeRun(deps, tx, run, 'running', machine, { exitCode: null, output: ORPHANED_RUN_OUTPUT }, { leaseExpiredBefore: now }),
+      );
+    } catch (err) {
+      deps.logger.error({ err, runId }, 'could not fail an orphaned run');
+    }
   }
 }
 
+export interface ManualRun {
+  command: string;
+  stopAfter: boolean;
+}
+
 /**
- * A manual run: the machine must be running; the answer is the finished run.
+ * A manual run: the machine must be running; the answer is the run as queued
+ * (pending), its outcome follows as `run.succeeded` / `run.failed`.
  * @throws AppError 404 unknown machine, 409 invalid_state when it is not running.
  */
-export async function runCommand(
+export async function startManualRun(
   deps: Deps,
   provider: MachineProvider,
+  executor: RunExecutor,
   accountId: string,
   machineId: string,
-  input: { command: string; stopAfter: boolean },
+  input: ManualRun,
 ): Promise<RunView> {
   const machine = await getMachineRow(deps, accountId, machineId);
   if (machine.status !== 'running') throw wrongStatus('run commands', machine.status);
-  const { run } = await inTransaction(deps.db, (tx) =>
-    queueRun(deps, provider, tx, machine, { source: 'manual', sourceId: null, sourceName: null, command: input.command, stopAfter: input.stopAfter }),
+  const run = await inTransaction(deps.db, (tx) =>
+    queueRun(deps, provider, executor, tx, machine, { source: 'manual', sourceId: null, sourceName: null, command: input.command, stopAfter: input.stopAfter }),
   );
-  await executeRun(deps, provider, run.id);
-  const finished = await findRunById(deps.db, run.id);
-  if (finished === undefined) throw changedMeanwhile();
-  return toRunView(finished);
+  return toRunView(run);
+}
+
+/**
+ * A manual run for a synchronous caller (an agent's MCP tool): queued like any
+ * other, then waited for, at most the provider's longest run; the answer is
+ * the finished run, or the run as it is then (still `running`).
+ * @throws AppError 404 unknown machine, 409 invalid_state when it is not running.
+ */
+export async function runAndWait(
+  deps: Deps,
+  provider: MachineProvider,
+  executor: RunExecutor,
+  accountId: string,
+  machineId: string,
+  input: ManualRun,
+): Promise<RunView> {
+  const queued = await startManualRun(deps, provider, executor, accountId, machineId, input);
+  const run = await executor.waitFor(queued.id, provider.maxRunMs);
+  return run === undefined ? queued : toRunView(run);
+}
+
+/**
+ * The machine's own MCP endpoint: spec 5 rule 2 says a machine token cannot
+ * stop anything, so only the owner's credentials may ask for stopAfter.
+ * @throws AppError 403 forbidden for stopAfter with a machine token; as runAndWait otherwise.
+ */
+export async function runForMachineCaller(
+  deps: Deps,
+  provider: MachineProvider,
+  executor: RunExecutor,
+  caller: { accountId: string; viaMachineToken: boolean },
+  machineId: string,
+  input: ManualRun,
+): Promise<RunView> {
+  if (input.stopAfter && caller.viaMachineToken) {
+    throw forbidden("A machine token cannot stop its machine: stopAfter needs the owner's API key.");
+  }
+  return runAndWait(deps, provider, executor, caller.accountId, machineId, input);
 }
 
 /** @throws AppError 404 for an unknown run or another account's. */

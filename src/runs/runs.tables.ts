@@ -1,7 +1,9 @@
 export type RunSource = 'manual' | 'schedule' | 'webhook';
 
-/** `pending` waits for its machine to be running; `succeeded` and `failed` are final. */
-export type RunStatus = 'pending' | 'running' | 'succeeded' | 'failed';
+/** `pending` waits for an executor slot or its machine's boot; `succeeded` and `failed` are final. */
+export const RUN_STATUSES = ['pending', 'running', 'succeeded', 'failed'] as const;
+
+export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export interface RunsTable {
   id: string;
@@ -20,6 +22,10 @@ export interface RunsTable {
   created_at: number;
   started_at: number | null;
   finished_at: number | null;
+  /** The process executing the run (while `running`). */
+  owner: string | null;
+  /** The owner renews this while it lives; a `running` run past it lost its process and is failed. */
+  lease_until: number | null;
 }
 
 export interface SchedulesTable {
@@ -34,6 +40,8 @@ export interface SchedulesTable {
   /** The next tick; claiming a tick is a compare-and-set on this column. */
   next_run_at: number;
   last_run_at: number | null;
+  /** Consecutive ticks that failed to queue their run: they space out the retries. */
+  failures: number;
   created_at: number;
 }
 
@@ -50,4 +58,14 @@ export interface InboundWebhooksTable {
   secret: string;
   last_triggered_at: number | null;
   created_at: number;
+}
+
+/** A signed inbound request already received: the same signature within the tolerance window is a replay. */
+export interface InboundWebhookReceiptsTable {
+  hook_id: string;
+  /** The `v1` value that matched, which depends only on the timestamp and the body. */
+  signature: string;
+  run_id: string;
+  /** When the signature falls out of the tolerance window; the row is pruned after. */
+  expires_at: number;
 }

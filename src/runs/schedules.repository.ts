@@ -1,8 +1,36 @@
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
+import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { SchedulesTable } from './runs.tables.ts';
 
 export type ScheduleRow = SchedulesTable;
+
+/** The schedule record of the HTTP API. */
+export interface ScheduleView {
+  id: string;
+  machineId: string;
+  name: string;
+  cron: string;
+  command: string;
+  stopAfter: boolean;
+  nextRunAt: string;
+  lastRunAt: string | null;
+  createdAt: string;
+}
+
+export function toScheduleView(row: ScheduleRow): ScheduleView {
+  return {
+    id: row.id,
+    machineId: row.machine_id,
+    name: row.name,
+    cron: row.cron,
+    command: row.command,
+    stopAfter: row.stop_after === 1,
+    nextRunAt: toIso(row.next_run_at),
+    lastRunAt: toIsoOrNull(row.last_run_at),
+    createdAt: toIso(row.created_at),
+  };
+}
 
 export async function insertSchedule(db: Kysely<DB>, row: ScheduleRow): Promise<void> {
   await db.insertInto('schedules').values(row).execute();
@@ -23,7 +51,7 @@ export async function listScheduleRows(
   return query.orderBy('id', 'desc').limit(options.limit).execute();
 }
 
-export async function deleteSchedule(db: Kysely<DB>, accountId: string, id: string): Promise<boolean> {
+export async function deleteScheduleRow(db: Kysely<DB>, accountId: string, id: string): Promise<boolean> {
   const result = await db.deleteFrom('schedules').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
   return result.numDeletedRows > 0n;
 }
@@ -40,9 +68,19 @@ export async function dueSchedules(db: Kysely<DB>, now: number, limit: number): 
 export async function claimScheduleTick(db: Kysely<DB>, schedule: ScheduleRow, nextRunAt: number, now: number): Promise<boolean> {
   const result = await db
     .updateTable('schedules')
-    .set({ next_run_at: nextRunAt, last_run_at: now })
+    .set({ next_run_at: nextRunAt, last_run_at: now, failures: 0 })
     .where('id', '=', schedule.id)
     .where('next_run_at', '=', schedule.next_run_at)
     .executeTakeFirst();
   return result.numUpdatedRows > 0n;
+}
+
+/** A tick that failed to queue its run is tried again at `retryAt`, unless another process has moved the schedule on. */
+export async function postponeScheduleTick(db: Kysely<DB>, schedule: ScheduleRow, retryAt: number, failures: number): Promise<void> {
+  await db
+    .updateTable('schedules')
+    .set({ next_run_at: retryAt, failures })
+    .where('id', '=', schedule.id)
+    .where('next_run_at', '=', schedule.next_run_at)
+    .execute();
 }

@@ -3,10 +3,8 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
-import { scheduleNotFound } from './runs.errors.ts';
 import { CreateScheduleBody, ScheduleSchema, TriggerListQuery } from './runs.schemas.ts';
-import { deleteSchedule } from './schedules.repository.ts';
-import { createSchedule, getSchedule, listSchedules } from './schedules.service.ts';
+import { createSchedule, deleteSchedule, getSchedule, listSchedules } from './schedules.service.ts';
 
 const tags = ['schedules'];
 
@@ -16,7 +14,7 @@ export const schedulesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/api/schedules', {
     schema: {
       tags,
-      summary: 'Run a command on a machine on a cron schedule (UTC); a stopped machine is booted for it',
+      summary: 'Run a command on a machine on a five-field cron schedule (UTC); a stopped machine is booted for it',
       body: CreateScheduleBody,
       response: responses({ 201: ScheduleSchema }),
     },
@@ -37,7 +35,7 @@ export const schedulesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete('/api/schedules/:id', {
     schema: { tags, summary: 'Delete a schedule', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
-    if (!(await deleteSchedule(deps.db, accountIdOf(request), request.params.id))) throw scheduleNotFound();
+    await deleteSchedule(deps, accountIdOf(request), request.params.id);
     return reply.code(204).send(null);
   });
 };

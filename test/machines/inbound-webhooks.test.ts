@@ -1,15 +1,18 @@
 import { strict as assert } from 'node:assert';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import type { TestContext } from '../support/app.ts';
 import {
   assertMachineEvent,
   assertRunEvent,
+  breakProvider,
   createMachineTestApp,
   eventCursor,
   finishBoot,
   newOwner,
   pathOf,
   runningMachine,
+  runsSettled,
   signatureHeader,
   type CreatedMachine,
   type Owner,
@@ -71,15 +74,20 @@ describe('inbound webhooks', () => {
     for (const [payload, status] of cases) assert.equal((await owner.call('POST', '/api/inbound-webhooks', payload)).statusCode, status, JSON.stringify(payload));
   });
 
-  test('a signed POST starts a run: 202 with the run, then run.succeeded with source webhook', async () => {
+  test('a signed POST queues a run: 202 at once with the run, pending; run.succeeded with source webhook follows', async () => {
     const events = eventCursor(ctx, owner);
     await events();
     const body = '{"ref":"refs/heads/main",  "commits": [1, 2]}';
     const response = await signed(hook, body);
     assert.equal(response.statusCode, 202, response.body);
-    const run = response.json();
-    assert.equal(run.source, 'webhook');
-    assert.equal(run.sourceId, hook.id);
+    const queued = response.json();
+    assert.equal(queued.source, 'webhook');
+    assert.equal(queued.sourceId, hook.id);
+    assert.equal(queued.status, 'pending', 'the request does not wait for the command');
+    assert.equal(queued.output, null);
+    assert.deepEqual(await events(), []);
+    await runsSettled(ctx);
+    const run = (await owner.call('GET', `/api/runs/${queued.id}`)).json();
     assert.equal(run.status, 'succeeded');
     assert.equal(run.output, 'git pull && make');
     const [event, ...rest] = await events();
@@ -88,21 +96,38 @@ describe('inbound webhooks', () => {
     assert.equal((await owner.call('GET', `/api/inbound-webhooks/${hook.id}`)).json().lastTriggeredAt, new Date(ctx.clock.now()).toISOString());
   });
 
+  test('regression: the inbound POST waited for the command (1.5 s provider, 1,510 ms answer); it answers 202 at once', async () => {
+    const restore = breakProvider(ctx, 'runCommand', (m) => m.id === machine.id, () => sleep(1500));
+    try {
+      const started = performance.now();
+      const response = await signed(hook, '{"slow":true}');
+      assert.ok(performance.now() - started < 1000, `answered in ${Math.round(performance.now() - started)} ms`);
+      assert.equal(response.statusCode, 202);
+      assert.ok(['pending', 'running'].includes(response.json().status));
+      await runsSettled(ctx);
+      assert.equal((await owner.call('GET', `/api/runs/${response.json().id}`)).json().status, 'succeeded');
+    } finally {
+      restore();
+    }
+  });
+
   test('the signature covers the raw bytes, whatever the content type, and an empty body', async () => {
     const form = 'a=1&b=%20two';
     const asForm = await deliver(hook.url, form, { 'content-type': 'application/x-www-form-urlencoded', 'service-signature': signatureHeader(hook.secret, form, unixNow()) });
     assert.equal(asForm.statusCode, 202, asForm.body);
     const empty = await ctx.app.inject({ method: 'POST', url: pathOf(hook.url), headers: { 'service-signature': signatureHeader(hook.secret, '', unixNow()) } });
     assert.equal(empty.statusCode, 202, empty.body);
-    const rotatedPair = `${signatureHeader(hook.secret, '{}', unixNow())},v1=${'0'.repeat(64)}`;
-    assert.equal((await deliver(hook.url, '{}', { 'service-signature': rotatedPair })).statusCode, 202, 'any matching v1 is enough');
+    const rotatedPair = `${signatureHeader(hook.secret, '{"n":1}', unixNow())},v1=${'0'.repeat(64)}`;
+    assert.equal((await deliver(hook.url, '{"n":1}', { 'service-signature': rotatedPair })).statusCode, 202, 'any matching v1 is enough');
+    await runsSettled(ctx);
   });
 
   test("a sender's own Authorization header (Basic, or a foreign Bearer) does not get in the way of the signature", async () => {
-    const body = '{"ref":"main"}';
-    const signature = signatureHeader(hook.secret, body, unixNow());
-    assert.equal((await deliver(hook.url, body, { 'service-signature': signature, authorization: 'Basic dXNlcjpwYXNz' })).statusCode, 202);
-    assert.equal((await deliver(hook.url, body, { 'service-signature': signature, authorization: 'Bearer ghp_not-ours' })).statusCode, 202);
+    for (const [body, authorization] of [['{"ref":"main"}', 'Basic dXNlcjpwYXNz'], ['{"ref":"dev"}', 'Bearer ghp_not-ours']] as const) {
+      const signature = signatureHeader(hook.secret, body, unixNow());
+      assert.equal((await deliver(hook.url, body, { 'service-signature': signature, authorization })).statusCode, 202, authorization);
+    }
+    await runsSettled(ctx);
   });
 
   test('timestamps up to 300 seconds away are accepted, further ones refused', async () => {
@@ -110,6 +135,7 @@ describe('inbound webhooks', () => {
     assert.equal((await signed(hook, '{}', unixNow() + 300)).statusCode, 202);
     assert.equal((await signed(hook, '{}', unixNow() - 301)).statusCode, 401);
     assert.equal((await signed(hook, '{}', unixNow() + 301)).statusCode, 401);
+    await runsSettled(ctx);
   });
 
   test('a missing, malformed or wrong signature is refused with 401 and runs nothing', async () => {
@@ -133,6 +159,8 @@ describe('inbound webhooks', () => {
       const response = await deliver(hook.url, payload, headers);
       assert.equal(response.statusCode, 401, label);
       assert.equal(response.json().code, 'invalid_signature', label);
+      // RFC 9110: every 401 names a scheme that would work; here the signature scheme.
+      assert.match(String(response.headers['www-authenticate']), /^Service-Signature realm="inbound-webhook"/, label);
     }
     assert.deepEqual(await events(), []);
 
@@ -148,14 +176,16 @@ describe('inbound webhooks', () => {
     const events = eventCursor(ctx, owner);
     await events();
 
-    const first = await signed(deployHook, '{}');
-    assert.equal(first.json().status, 'succeeded');
+    const first = await signed(deployHook, '{"deploy":1}');
+    assert.equal(first.statusCode, 202);
+    await runsSettled(ctx);
+    assert.equal((await owner.call('GET', `/api/runs/${first.json().id}`)).json().status, 'succeeded');
     let [succeeded, stopped, ...rest] = await events();
     assertRunEvent(succeeded, 'run.succeeded', { id: first.json().id, source: 'webhook', sourceId: deployHook.id, status: 'succeeded', output: 'deploy.sh' }, target, ctx.clock.now());
     assertMachineEvent(stopped, 'machine.stopped', target, 'stopped', { reason: 'after webhook deploy' }, ctx.clock.now());
     assert.deepEqual(rest, []);
 
-    const second = await signed(deployHook, '{}');
+    const second = await signed(deployHook, '{"deploy":2}');
     assert.equal(second.statusCode, 202);
     assert.equal(second.json().status, 'pending', 'waits for the boot');
     assert.equal((await owner.call('GET', `/api/machines/${target.id}`)).json().status, 'starting');
@@ -167,6 +197,53 @@ describe('inbound webhooks', () => {
     assertMachineEvent(stopped, 'machine.stopped', target, 'stopped', { reason: 'after webhook deploy' }, ctx.clock.now());
     assert.deepEqual(rest, []);
     assert.equal((await owner.call('GET', `/api/runs/${second.json().id}`)).json().status, 'succeeded');
+  });
+
+  test('regression: a bad inbound signature was a 401 without WWW-Authenticate (RFC 9110 requires one on every 401)', async () => {
+    const response = await deliver(hook.url, '{}', { 'service-signature': `t=${unixNow()},v1=${'0'.repeat(64)}` });
+    assert.equal(response.statusCode, 401);
+    assert.equal(response.json().code, 'invalid_signature');
+    assert.equal(response.headers['www-authenticate'], 'Service-Signature realm="inbound-webhook", algorithm="hmac-sha256"');
+  });
+
+  test('regression: a signed request replayed within the 300 s window started a run each time; a replay is 409 replayed', async () => {
+    const events = eventCursor(ctx, owner);
+    await events();
+    const body = '{"ref":"refs/heads/release"}';
+    const header = signatureHeader(hook.secret, body, unixNow());
+    const first = await deliver(hook.url, body, { 'service-signature': header });
+    assert.equal(first.statusCode, 202);
+    for (const [label, extra] of [['the same request', {}], ['a bogus extra v1 value', { 'service-signature': `${header},v1=${'f'.repeat(64)}` }]] as const) {
+      ctx.clock.advance(100_000);
+      const again = await deliver(hook.url, body, { 'service-signature': header, ...extra });
+      assert.equal(again.statusCode, 409, label);
+      assert.equal(again.json().code, 'replayed', label);
+      assert.match(again.json().detail, new RegExp(`run ${first.json().id}`), label);
+    }
+    await runsSettled(ctx);
+    const runs = (await owner.call('GET', `/api/machines/${machine.id}/runs?limit=100`)).json().data.filter((run: { createdAt: string; sourceId: string }) => run.sourceId === hook.id);
+    assert.equal(runs.filter((run: { id: string }) => run.id === first.json().id).length, 1);
+    assert.deepEqual((await events()).map((e) => e.type), ['run.succeeded'], 'one run for one signed request');
+
+    const resigned = await signed(hook, body);
+    assert.equal(resigned.statusCode, 202, 'the same body signed anew (another timestamp) is a new request');
+    await runsSettled(ctx);
+
+    // Receipts are kept while the signature could pass the timestamp check, then pruned.
+    const receipts = () => ctx.app.deps.db.selectFrom('inbound_webhook_receipts').select('run_id').where('hook_id', '=', hook.id).execute();
+    assert.ok((await receipts()).some((receipt) => receipt.run_id === first.json().id));
+    ctx.clock.advance(300_000);
+    await ctx.app.machineWorker.tick();
+    assert.ok(!(await receipts()).some((receipt) => receipt.run_id === first.json().id), 'pruned once the window has passed');
+    assert.equal((await deliver(hook.url, body, { 'service-signature': header })).statusCode, 401, 'and the old signature has expired by then');
+  });
+
+  test('two identical signed requests at once start one run', async () => {
+    const body = '{"burst":true}';
+    const header = signatureHeader(hook.secret, body, unixNow());
+    const answers = await Promise.all([1, 2, 3].map(() => deliver(hook.url, body, { 'service-signature': header })));
+    assert.deepEqual(answers.map((a) => a.statusCode).sort(), [202, 409, 409]);
+    await runsSettled(ctx);
   });
 
   test('a deleted webhook, or one of a destroyed machine, is 404', async () => {

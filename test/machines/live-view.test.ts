@@ -35,11 +35,11 @@ describe('live view', () => {
     assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
     assert.equal(page.headers['referrer-policy'], 'no-referrer');
     assert.equal(page.headers['cache-control'], 'no-store');
-    assert.ok(page.body.includes('agent &#60;desk&#62; &#38; co'), 'the name, escaped');
+    assert.ok(page.body.includes('agent &lt;desk&gt; &amp; co'), 'the name, escaped (the dashboard\'s one escapeHtml)');
     assert.ok(!page.body.includes('<desk>'));
     const screen = screenOf(page.body);
     assert.match(screen, /^<svg /);
-    assert.ok(screen.includes('agent &#60;desk&#62; &#38; co'));
+    assert.ok(screen.includes('agent &lt;desk&gt; &amp; co'));
     assert.ok(screen.includes('>running<'));
 
     await owner.call('POST', `/api/machines/${machine.id}/stop`);
@@ -50,11 +50,34 @@ describe('live view', () => {
     assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
     ctx.clock.advance(1);
     const expired = await ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
-    assert.equal(expired.statusCode, 404);
+    assertLinkGonePage(expired);
+  });
+
+  /** What a browser shows for a dead link: a small HTML page, with the live page's own security headers. */
+  function assertLinkGonePage(response: Awaited<ReturnType<typeof ctx.app.inject>>): void {
+    assert.equal(response.statusCode, 404);
+    assert.equal(response.headers['content-type'], 'text/html; charset=utf-8');
+    assert.match(String(response.headers['content-security-policy']), /default-src 'none'/);
+    assert.equal(response.headers['referrer-policy'], 'no-referrer');
+    assert.equal(response.headers['cache-control'], 'no-store');
+    assert.equal(response.headers['x-content-type-options'], 'nosniff');
+    assert.match(response.body, /^<!doctype html>/);
+    assert.match(response.body, /This live-view link has expired or is unknown\./);
+    assert.ok(!response.body.includes('<img'), 'no screen');
+  }
+
+  test('regression: an expired or unknown link gave a browser application/problem+json; it is an HTML page saying so', async () => {
+    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' }));
+    const machine = await runningMachine(ctx, owner, { name: 'short-look' });
+    const link = (await owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
+    ctx.clock.advance(FIFTEEN_MINUTES);
+    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
+    await ctx.app.machineWorker.tick();
+    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
   });
 
   test('unknown links are 404; only the hash of a link is stored; a destroyed machine’s links die', async () => {
-    assert.equal((await ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' })).statusCode, 404);
+    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' }));
     const machine = await runningMachine(ctx, owner, { name: 'shared-screen' });
     const link = (await owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
     const token = link.url.split('/').pop();
@@ -62,6 +85,6 @@ describe('live view', () => {
     assert.ok(!stored.includes(token));
     assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
     await owner.call('DELETE', `/api/machines/${machine.id}`);
-    assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 404);
+    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
   });
 });

@@ -94,6 +94,22 @@ describe('machines', () => {
     assert.deepEqual((await other.call('GET', '/api/machines')).json(), { data: [], nextCursor: null });
   });
 
+  test('regression: names accepted newlines and control characters (they travel into events, stop reasons and logs); they are 400', async () => {
+    const other = await newOwner(ctx);
+    for (const name of ['build\nbox', 'build\r\nmachine.stopped', 'tab\there', 'bell\u0007', 'esc\u001b[31m', 'del\u007f', 'c1\u0085', 'line\u2028sep']) {
+      const response = await other.call('POST', '/api/machines', { name });
+      assert.equal(response.statusCode, 400, JSON.stringify(name));
+      assert.equal(response.json().code, 'invalid_request');
+      assert.equal(response.json().detail, 'name must be one line without control characters.');
+      assert.equal((await other.call('POST', '/api/pools', { name, size: 'small', count: 0 })).statusCode, 400, `pool ${JSON.stringify(name)}`);
+    }
+    assert.deepEqual((await other.call('GET', '/api/machines')).json(), { data: [], nextCursor: null });
+    const fine = await other.call('POST', '/api/machines', { name: '  Büro-Maschine №2 (ünïcode) ' });
+    assert.equal(fine.statusCode, 201);
+    assert.equal(fine.json().name, 'Büro-Maschine №2 (ünïcode)');
+    await finishBoot(ctx);
+  });
+
   test('list is newest first, pages with nextCursor and filters by status', async () => {
     const lister = await newOwner(ctx);
     const first = await createMachine(lister, { name: 'm1' });
@@ -296,7 +312,7 @@ describe('machines', () => {
     await events();
     ctx.clock.advance(BOOT_MS);
     const { runMachineWork } = await import('../../src/machines/machines.worker.ts');
-    await Promise.all([runMachineWork(ctx.app.deps, ctx.app.machineProvider), runMachineWork(ctx.app.deps, ctx.app.machineProvider)]);
+    await Promise.all([runMachineWork(ctx.app.deps, ctx.app.machineProvider, ctx.app.runExecutor), runMachineWork(ctx.app.deps, ctx.app.machineProvider, ctx.app.runExecutor)]);
     const fresh = await events();
     assert.deepEqual(fresh.map((e) => e.type), ['machine.created']);
     assert.equal((fresh[0]!.data.machine as { id: string }).id, machine.id);

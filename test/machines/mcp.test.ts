@@ -3,8 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { TestContext } from '../support/app.ts';
-import { assertRunEvent, createMachineTestApp, eventCursor, finishBoot, newOwner, runningMachine, type Owner } from '../support/machines.ts';
+import { asSession, createApiKey, type TestContext } from '../support/app.ts';
+import { assertRunEvent, createMachineTestApp, eventCursor, finishBoot, newOwner, runningMachine, runsSettled, type Owner } from '../support/machines.ts';
 
 const MACHINE_TOOLS = [
   'machine_create',
@@ -131,14 +131,81 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
       assert.equal(run.machineId, machine.id);
       assert.match(String(toolError(await client.callTool({ name: 'run_command', arguments: { command: '' } }))), /Input validation error/);
     }
-    const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
     const events = eventCursor(ctx, owner);
     await events();
-    const run = jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'shutdown-soon', stopAfter: true } }));
-    assert.deepEqual((await events()).map((e) => e.type), ['run.succeeded', 'machine.stopped']);
+    const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
+    const refused = toolError(await client.callTool({ name: 'run_command', arguments: { command: 'shutdown-soon', stopAfter: true } }));
+    assert.deepEqual(refused, { status: 403, code: 'forbidden', detail: "A machine token cannot stop its machine: stopAfter needs the owner's API key." });
+    assert.deepEqual(await events(), [], 'nothing ran, nothing stopped');
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running');
+    assert.equal(jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'ls', stopAfter: false } })).status, 'succeeded', 'stopAfter false is fine');
+    await events();
+
+    const asOwner = await connect(`/api/machines/${machine.id}/mcp`, owner.key);
+    const run = jsonOf(await asOwner.callTool({ name: 'run_command', arguments: { command: 'shutdown-soon', stopAfter: true } }));
     assert.equal(run.stopAfter, true);
-    const refused = toolError(await client.callTool({ name: 'run_command', arguments: { command: 'ls' } }));
-    assert.equal((refused as { code: string }).code, 'invalid_state', 'a stopped machine runs nothing');
+    assert.equal(run.status, 'succeeded', 'the tool waits for the outcome');
+    await runsSettled(ctx);
+    assert.deepEqual((await events()).map((e) => e.type), ['run.succeeded', 'machine.stopped']);
+    const stopped = toolError(await client.callTool({ name: 'run_command', arguments: { command: 'ls' } }));
+    assert.equal((stopped as { code: string }).code, 'invalid_state', 'a stopped machine runs nothing');
+  });
+
+  test('regression: a machine token stopped its machine through run_command stopAfter (spec 5 rule 2: it cannot stop anything)', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'agent-box' });
+    const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
+    const result = (await client.callTool({ name: 'run_command', arguments: { command: 'true', stopAfter: true } })) as CallToolResult;
+    assert.equal(result.isError, true);
+    assert.equal((result.structuredContent as { error: { code: string } }).error.code, 'forbidden');
+    await runsSettled(ctx);
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running');
+    assert.deepEqual((await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data, [], 'no run either');
+  });
+
+  test('a tool that throws something other than an AppError answers an isError result with code internal_error, and leaks nothing', async () => {
+    const { defineTool } = await import('../../src/mcp/tools.ts');
+    const { z } = await import('zod');
+    const secret = 'connection to 10.0.0.7:5432 refused for user admin';
+    ctx.app.platformMcpTools.push((server, { deps }) =>
+      defineTool(server, deps.logger, 'exploding_tool', { description: 'test only', input: z.strictObject({}) }, async () => {
+        throw new Error(secret);
+      }),
+    );
+    try {
+      const client = await connect('/api/mcp', owner.key);
+      const result = (await client.callTool({ name: 'exploding_tool', arguments: {} })) as CallToolResult;
+      assert.equal(result.isError, true);
+      assert.deepEqual(result.structuredContent, {
+        error: { status: 500, code: 'internal_error', detail: 'Something went wrong on our side. The error has been logged.' },
+      });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'internal_error: Something went wrong on our side. The error has been logged.' }]);
+      assert.ok(!JSON.stringify(result).includes('10.0.0.7'));
+      assert.equal((await owner.call('GET', '/api/machines')).statusCode, 200, 'the server is fine');
+    } finally {
+      ctx.app.platformMcpTools.pop();
+    }
+  });
+
+  test('a revoked API key is refused on both MCP endpoints: 401 with WWW-Authenticate: Bearer', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'revocation' });
+    const key = await createApiKey(ctx, owner.user, 'short-lived');
+    const keys = (await ctx.app.inject({ method: 'GET', url: '/api/keys', headers: asSession(owner.user.session) })).json().data as Array<{ id: string; name: string }>;
+    const id = keys.find((k) => k.name === 'short-lived')?.id;
+    assert.ok(id, 'the new key is listed');
+    const post = (path: string) =>
+      fetch(new URL(path, base), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+    for (const path of ['/api/mcp', `/api/machines/${machine.id}/mcp`]) assert.equal((await post(path)).status, 200, `${path} before`);
+    assert.equal((await ctx.app.inject({ method: 'DELETE', url: `/api/keys/${id}`, headers: asSession(owner.user.session) })).statusCode, 204);
+    for (const path of ['/api/mcp', `/api/machines/${machine.id}/mcp`]) {
+      const response = await post(path);
+      assert.equal(response.status, 401, path);
+      assert.match(response.headers.get('www-authenticate') ?? '', /^Bearer/, path);
+      await assert.rejects(connect(path, key), /401|Unauthorized/i, path);
+    }
   });
 
   test('without a token, or with a bad one, the SDK client is refused: 401 with WWW-Authenticate: Bearer', async () => {

@@ -1,7 +1,30 @@
 import { strict as assert } from 'node:assert';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
+import { eventually } from '../support/receiver.ts';
 import type { TestContext } from '../support/app.ts';
-import { assertMachineEvent, assertRunEvent, createMachineTestApp, eventCursor, newOwner, runningMachine, type Owner } from '../support/machines.ts';
+import {
+  assertMachineEvent,
+  assertRunEvent,
+  breakProvider,
+  createMachineTestApp,
+  eventCursor,
+  finishedRun,
+  newOwner,
+  runningMachine,
+  runsSettled,
+  type Owner,
+} from '../support/machines.ts';
+import { failOrphanedRuns } from '../../src/runs/runs.service.ts';
+
+/** A gate a stalled provider call waits at until the test opens it. */
+function gate(): { wait: () => Promise<void>; open: () => void } {
+  let open = () => {};
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { wait: () => opened, open };
+}
 
 const RUN_KEYS = ['command', 'createdAt', 'exitCode', 'finishedAt', 'id', 'machineId', 'output', 'source', 'sourceId', 'startedAt', 'status', 'stopAfter'];
 
@@ -14,58 +37,135 @@ describe('manual runs', () => {
   });
   after(() => ctx.close());
 
-  test('a run on a running machine answers the finished run and emits run.succeeded', async () => {
+  test('a run on a running machine answers at once with the queued run; it executes in the background and emits run.succeeded', async () => {
     const machine = await runningMachine(ctx, owner, { name: 'runner', externalId: 'ext-7', labels: { tier: 'gold' } });
     const events = eventCursor(ctx, owner);
     await events();
     const response = await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'npm test' });
     assert.equal(response.statusCode, 201);
-    const run = response.json();
-    assert.deepEqual(Object.keys(run).sort(), RUN_KEYS);
-    assert.match(run.id, /^run_[0-9a-z]{26}$/);
+    const queued = response.json();
+    assert.deepEqual(Object.keys(queued).sort(), RUN_KEYS);
+    assert.match(queued.id, /^run_[0-9a-z]{26}$/);
     const now = new Date(ctx.clock.now()).toISOString();
-    assert.deepEqual({ ...run, id: undefined }, {
+    assert.deepEqual({ ...queued, id: undefined }, {
       id: undefined,
       machineId: machine.id,
       source: 'manual',
       sourceId: null,
       command: 'npm test',
       stopAfter: false,
-      status: 'succeeded',
-      exitCode: 0,
-      output: 'npm test',
+      status: 'pending',
+      exitCode: null,
+      output: null,
       createdAt: now,
-      startedAt: now,
-      finishedAt: now,
-    });
+      startedAt: null,
+      finishedAt: null,
+    }, 'not yet run: the request does not wait for the command');
+
+    await runsSettled(ctx);
+    const run = (await owner.call('GET', `/api/runs/${queued.id}`)).json();
+    assert.deepEqual(run, { ...queued, status: 'succeeded', exitCode: 0, output: 'npm test', startedAt: now, finishedAt: now });
     const [event, ...rest] = await events();
     assertRunEvent(event, 'run.succeeded', { id: run.id, source: 'manual', sourceId: null, status: 'succeeded', output: 'npm test' }, machine, ctx.clock.now());
     assert.deepEqual(rest, []);
-
-    assert.deepEqual((await owner.call('GET', `/api/runs/${run.id}`)).json(), run);
     const list = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json();
     assert.deepEqual(list, { data: [run], nextCursor: null });
   });
 
-  test('a run whose process died mid-run is failed, with its run.failed, once, after the provider\'s longest run', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'orphan-host' });
-    const finished = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'make' })).json();
-    // What a process killed between starting and finishing a run leaves behind.
-    await ctx.app.deps.db.updateTable('runs').set({ status: 'running', finished_at: null, exit_code: null }).where('id', '=', finished.id).execute();
+  test('regression: the request waited for the command (1.5 s provider, 1,510 ms answer); it answers at once, the run still going', { timeout: 15_000 }, async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'slow-host' });
+    const restore = breakProvider(ctx, 'runCommand', (m) => m.id === machine.id, () => sleep(1500));
+    try {
+      const started = performance.now();
+      const response = await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'sleep 1.5' });
+      assert.ok(performance.now() - started < 1000, `answered in ${Math.round(performance.now() - started)} ms`);
+      assert.equal(response.statusCode, 201);
+      const run = response.json();
+      assert.equal(run.status, 'pending');
+      await eventually(async () => ((await owner.call('GET', `/api/runs/${run.id}`)).json().status === 'running' ? true : undefined), 5000, 'the run to start');
+      await runsSettled(ctx);
+      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'succeeded');
+    } finally {
+      restore();
+    }
+  });
+
+  test('regression: a run longer than the old 60 s limit was failed although its process was alive; it is not, and ends normally', { timeout: 15_000 }, async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'long-haul' });
+    const slow = gate();
+    const restore = breakProvider(ctx, 'runCommand', (m) => m.id === machine.id, slow.wait);
     const events = eventCursor(ctx, owner);
     await events();
-    ctx.clock.advance(59_000);
+    try {
+      const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'make world', stopAfter: true })).json();
+      await eventually(async () => ((await owner.call('GET', `/api/runs/${run.id}`)).json().status === 'running' ? true : undefined), 5000, 'the run to start');
+      for (let minute = 0; minute < 10; minute++) {
+        ctx.clock.advance(60_000);
+        await ctx.app.machineWorker.tick();
+      }
+      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'running', 'ten minutes in, its process alive: still running');
+      assert.deepEqual(await events(), []);
+      slow.open();
+      await runsSettled(ctx);
+      const finished = (await owner.call('GET', `/api/runs/${run.id}`)).json();
+      assert.equal(finished.status, 'succeeded');
+      const [succeeded, stopped, ...rest] = await events();
+      assertRunEvent(succeeded, 'run.succeeded', { id: run.id, source: 'manual', sourceId: null, status: 'succeeded', output: 'make world' }, machine, ctx.clock.now());
+      assertMachineEvent(stopped, 'machine.stopped', machine, 'stopped', { reason: 'requested' }, ctx.clock.now());
+      assert.deepEqual(rest, []);
+    } finally {
+      slow.open();
+      restore();
+    }
+  });
+
+  test("a run whose process died mid-run is failed once, with run.failed, when its lease runs out", async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'orphan-host' });
+    const finished = await finishedRun(ctx, owner, machine.id, { command: 'make' });
+    // What a process killed while executing a run leaves behind: running, its owner's last lease 30 s ahead.
+    const leaseUntil = ctx.clock.now() + 30_000;
+    await ctx.app.deps.db
+      .updateTable('runs')
+      .set({ status: 'running', finished_at: null, exit_code: null, output: null, owner: 'dead-host/1234/abcd', lease_until: leaseUntil })
+      .where('id', '=', finished.id)
+      .execute();
+    const events = eventCursor(ctx, owner);
+    await events();
+    ctx.clock.set(leaseUntil - 1);
     await ctx.app.machineWorker.tick();
-    assert.equal((await owner.call('GET', `/api/runs/${finished.id}`)).json().status, 'running', 'not before the provider says a run may take');
-    ctx.clock.advance(2_000);
+    assert.equal((await owner.call('GET', `/api/runs/${finished.id}`)).json().status, 'running', 'not while the lease holds');
+    ctx.clock.set(leaseUntil + 1);
     await ctx.app.machineWorker.tick();
     await ctx.app.machineWorker.tick();
     const run = (await owner.call('GET', `/api/runs/${finished.id}`)).json();
     assert.equal(run.status, 'failed');
-    assert.equal(run.output, 'The run was interrupted: the service stopped while it ran.');
+    assert.equal(run.output, 'The run was interrupted: the process executing it stopped before the run finished.');
     const fresh = await events();
     assert.equal(fresh.length, 1, 'one event, however many passes');
     assertRunEvent(fresh[0], 'run.failed', { id: finished.id, source: 'manual', sourceId: null, status: 'failed', output: run.output }, machine, ctx.clock.now());
+  });
+
+  test('regression: stopAfter stopped the machine although the run had been failed as orphaned meanwhile', { timeout: 15_000 }, async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'outlived' });
+    const slow = gate();
+    const restore = breakProvider(ctx, 'runCommand', (m) => m.id === machine.id, slow.wait);
+    const events = eventCursor(ctx, owner);
+    await events();
+    try {
+      const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'deploy', stopAfter: true })).json();
+      await eventually(async () => ((await owner.call('GET', `/api/runs/${run.id}`)).json().status === 'running' ? true : undefined), 5000, 'the run to start');
+      // Another process, seeing the lease run out (this one stalled), fails the run.
+      await ctx.app.deps.db.updateTable('runs').set({ lease_until: ctx.clock.now() - 1 }).where('id', '=', run.id).execute();
+      await failOrphanedRuns(ctx.app.deps, 100);
+      slow.open();
+      await runsSettled(ctx);
+      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'failed');
+      assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running', 'no stop for a run that was not completed');
+      assert.deepEqual((await events()).map((e) => e.type), ['run.failed']);
+    } finally {
+      slow.open();
+      restore();
+    }
   });
 
   test('`false` and a command ending in `exit N` fail with run.failed; anything else succeeds', async () => {
@@ -80,7 +180,7 @@ describe('manual runs', () => {
       ['true', 'succeeded', 0],
     ];
     for (const [command, status, exitCode] of cases) {
-      const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command })).json();
+      const run = await finishedRun(ctx, owner, machine.id, { command });
       assert.equal(run.status, status, command);
       assert.equal(run.exitCode, exitCode, command);
       const [event] = await events();
@@ -94,7 +194,7 @@ describe('manual runs', () => {
     await events();
     // 1,999 ASCII characters, then characters outside the BMP: the cut must not split one in half.
     const command = `${'a'.repeat(1999)}${'😀'.repeat(600)}`;
-    const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command })).json();
+    const run = await finishedRun(ctx, owner, machine.id, { command });
     assert.equal(run.output, command);
     const [event] = await events();
     const output = (event!.data.run as { output: string }).output;
@@ -106,7 +206,7 @@ describe('manual runs', () => {
     const machine = await runningMachine(ctx, owner, { name: 'one-shot' });
     const events = eventCursor(ctx, owner);
     await events();
-    const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'backup', stopAfter: true })).json();
+    const run = await finishedRun(ctx, owner, machine.id, { command: 'backup', stopAfter: true });
     assert.equal(run.stopAfter, true);
     const [succeeded, stopped, ...rest] = await events();
     assertRunEvent(succeeded, 'run.succeeded', { id: run.id, source: 'manual', sourceId: null, status: 'succeeded', output: 'backup' }, machine, ctx.clock.now());
@@ -120,7 +220,7 @@ describe('manual runs', () => {
       const response = await owner.call('POST', `/api/machines/${machine.id}/runs`, payload);
       assert.equal(response.statusCode, 400, JSON.stringify(payload).slice(0, 60));
     }
-    const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'ls' })).json();
+    const run = await finishedRun(ctx, owner, machine.id, { command: 'ls' });
     const stranger = await newOwner(ctx);
     assert.equal((await stranger.call('GET', `/api/runs/${run.id}`)).statusCode, 404);
     assert.equal((await owner.call('GET', '/api/runs/run_01jzzzzzzzzzzzzzzzzzzzzzzz')).statusCode, 404);

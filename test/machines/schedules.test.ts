@@ -1,15 +1,25 @@
 import { strict as assert } from 'node:assert';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
+
+// Cron is evaluated in UTC whatever the host's zone: run these tests somewhere that is not UTC (and not
+// a whole number of hours away), so that a schedule computed in local time would fire at :45 instead of :15.
+// Node applies a TZ set at run time to every Date from then on.
+process.env.TZ = 'Asia/Kolkata';
+
 import type { TestContext } from '../support/app.ts';
 import {
   assertMachineEvent,
   assertRunEvent,
+  breakProvider,
   createMachine,
   createMachineTestApp,
   eventCursor,
   finishBoot,
   newOwner,
   runningMachine,
+  runsSettled,
+  workerPass,
   type Owner,
 } from '../support/machines.ts';
 
@@ -24,6 +34,11 @@ describe('schedules', () => {
     owner = await newOwner(ctx);
   });
   after(() => ctx.close());
+
+  test('these tests run in a time zone that is not UTC (Asia/Kolkata, UTC+5:30)', () => {
+    assert.equal(new Date(START).getTimezoneOffset(), -330);
+    assert.equal(new Date(START).getHours(), 15);
+  });
 
   test('create answers the schedule with its next tick (UTC); get, list and delete', async () => {
     ctx.clock.set(START);
@@ -63,13 +78,28 @@ describe('schedules', () => {
       ['bad cron', { ...base, cron: 'every day' }, 400],
       ['out of range', { ...base, cron: '61 * * * *' }, 400],
       ['six fields (seconds)', { ...base, cron: '*/5 * * * * *' }, 400],
+      ['four fields', { ...base, cron: '* * * *' }, 400],
+      ['a nickname (@daily)', { ...base, cron: '@daily' }, 400],
+      ['a question mark', { ...base, cron: '0 0 ? * *' }, 400],
+      ['L (last day)', { ...base, cron: '0 0 L * *' }, 400],
+      ['# (nth weekday)', { ...base, cron: '0 0 * * 1#2' }, 400],
+      ['W (nearest weekday)', { ...base, cron: '0 0 15W * *' }, 400],
+      ['day names', { ...base, cron: '0 0 * * MON' }, 400],
+      ['month names', { ...base, cron: '0 0 1 JAN *' }, 400],
       ['blank name', { ...base, name: '  ' }, 400],
+      ['a name with a newline', { ...base, name: 'nightly\nmachine.stopped' }, 400],
+      ['a name with an escape sequence', { ...base, name: 'x\u001b[31m' }, 400],
       ['missing command', { machineId: machine.id, name: 'n', cron: '* * * * *' }, 400],
       ['unknown field', { ...base, timezone: 'Europe/Paris' }, 400],
       ['unknown machine', { ...base, machineId: 'mch_01jzzzzzzzzzzzzzzzzzzzzzzz' }, 404],
     ];
     for (const [label, payload, status] of cases) {
       assert.equal((await owner.call('POST', '/api/schedules', payload)).statusCode, status, label);
+    }
+    for (const cron of ['0 9 * * 1-5', '*/15 * * * *', '0,30 8-18/2 1,15 * 0', '5 4 * 1-12/3 7']) {
+      const accepted = await owner.call('POST', '/api/schedules', { ...base, cron });
+      assert.equal(accepted.statusCode, 201, `${cron}: numbers, *, ranges, lists and steps are fine`);
+      await owner.call('DELETE', `/api/schedules/${accepted.json().id}`);
     }
     await owner.call('DELETE', `/api/machines/${machine.id}`);
     const destroyed = await owner.call('POST', '/api/schedules', base);
@@ -90,8 +120,8 @@ describe('schedules', () => {
     assert.deepEqual(await events(), []);
 
     ctx.clock.set(at(10, 5));
-    await ctx.app.machineWorker.tick();
-    await ctx.app.machineWorker.tick();
+    await workerPass(ctx);
+    await workerPass(ctx);
     const [event, ...rest] = await events();
     const runs = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data;
     assert.equal(runs.length, 1);
@@ -105,10 +135,33 @@ describe('schedules', () => {
 
     // Missed ticks are not replayed: an hour late, the schedule fires once.
     ctx.clock.set(at(11, 7));
-    await ctx.app.machineWorker.tick();
+    await workerPass(ctx);
     assert.equal((await events()).length, 1);
     assert.equal((await owner.call('GET', `/api/schedules/${schedule.id}`)).json().nextRunAt, new Date(at(11, 10)).toISOString());
     await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+  });
+
+  test('regression: a long scheduled command stalled the worker pass (boots, expiry, schedules for everyone); the pass only queues it', async () => {
+    ctx.clock.set(START);
+    const busy = await runningMachine(ctx, owner, { name: 'busy' });
+    const schedule = (await owner.call('POST', '/api/schedules', { machineId: busy.id, name: 'long', cron: '0 11 * * *', command: 'sleep 1.5' })).json();
+    const restore = breakProvider(ctx, 'runCommand', (m) => m.id === busy.id, () => sleep(1500));
+    try {
+      ctx.clock.set(at(11, 0) - 1000);
+      const other = await createMachine(owner, { name: 'booting-meanwhile' });
+      ctx.clock.set(at(11, 0));
+      const started = performance.now();
+      await ctx.app.machineWorker.tick();
+      assert.ok(performance.now() - started < 1000, `the pass took ${Math.round(performance.now() - started)} ms`);
+      assert.equal((await owner.call('GET', `/api/machines/${other.id}`)).json().status, 'running', 'the boot completed in the same pass');
+      const [run] = (await owner.call('GET', `/api/machines/${busy.id}/runs`)).json().data;
+      assert.ok(['pending', 'running'].includes(run.status), 'the run was queued, not executed in the pass');
+      await runsSettled(ctx);
+      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'succeeded');
+    } finally {
+      restore();
+      await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+    }
   });
 
   test('a schedule boots a stopped machine, runs, and stopAfter stops it: reason "after schedule <name>"', async () => {

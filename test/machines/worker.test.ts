@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { claimScheduleTick, dueSchedules } from '../../src/runs/schedules.repository.ts';
 import type { TestContext } from '../support/app.ts';
 import { freshDatabase, onPostgres, type TestDatabase } from '../support/database.ts';
-import { BOOT_MS, createMachine, createMachineTestApp, eventsOf, newOwner, runningMachine } from '../support/machines.ts';
+import { BOOT_MS, createMachine, createMachineTestApp, eventsOf, newOwner, runningMachine, runsSettled, workerPass } from '../support/machines.ts';
 
 const at = (hh: number, mm: number) => Date.UTC(2026, 10, 22, hh, mm, 0);
 
@@ -60,6 +60,9 @@ describe('the machine worker across processes', () => {
       await first.app.machineWorker.tick();
       await second.app.machineWorker.tick();
     }
+    // Runs execute in the background of whichever instance queued them.
+    await runsSettled(first);
+    await runsSettled(second);
   };
 
   test('a schedule fires exactly once per tick with two instances on one database', async () => {
@@ -107,7 +110,7 @@ describe('the machine worker across processes', () => {
 
     first = await createMachineTestApp({ database: shared.database });
     setBoth(at(12, 5));
-    await first.app.machineWorker.tick();
+    await workerPass(first);
     const again = { ...owner, call: (method: 'GET', url: string) => first.app.inject({ method, url, headers: { authorization: `Bearer ${owner.key}` } }) };
     assert.equal((await again.call('GET', `/api/machines/${booting.id}`)).json().status, 'running');
     const runs = (await again.call('GET', `/api/machines/${running.id}/runs`)).json().data;

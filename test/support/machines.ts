@@ -48,10 +48,57 @@ export async function createMachine(owner: Owner, body: Record<string, unknown> 
   return response.json();
 }
 
-/** Moves the clock past a boot and runs one worker pass. */
+/** Waits until the run executor has nothing queued or executing: runs execute in the background, never in the request or the pass. */
+export async function runsSettled(ctx: TestContext): Promise<void> {
+  await ctx.app.runExecutor.idle();
+}
+
+/** One worker pass, then the runs it released (schedules, boots) to their end. */
+export async function workerPass(ctx: TestContext): Promise<void> {
+  await ctx.app.machineWorker.tick();
+  await runsSettled(ctx);
+}
+
+/** Moves the clock past a boot and runs one worker pass (and the runs the boot released). */
 export async function finishBoot(ctx: TestContext): Promise<void> {
   ctx.clock.advance(BOOT_MS);
-  await ctx.app.machineWorker.tick();
+  await workerPass(ctx);
+}
+
+/** Starts a manual run and waits for its outcome: the run as GET /api/runs/{id} then shows it. */
+export async function finishedRun(ctx: TestContext, owner: Owner, machineId: string, body: Record<string, unknown>): Promise<Record<string, unknown> & { id: string; status: string }> {
+  const response = await owner.call('POST', `/api/machines/${machineId}/runs`, body);
+  assert.equal(response.statusCode, 201, response.body);
+  await runsSettled(ctx);
+  return (await owner.call('GET', `/api/runs/${response.json().id}`)).json();
+}
+
+type ProviderMethod = 'boot' | 'observe' | 'stop' | 'destroy' | 'runCommand';
+
+/**
+ * Makes the app's provider fail (throw) or stall for some machines, the way a
+ * real host does; returns a function that puts the provider back. The routes
+ * and the worker hold the same provider object, so they all see the change.
+ */
+export function breakProvider(
+  ctx: TestContext,
+  method: ProviderMethod,
+  affects: (machine: { id: string; name: string }) => boolean,
+  behaviour: () => Promise<never> | Promise<void> = async () => {
+    throw new Error(`host unreachable (${method})`);
+  },
+): () => void {
+  const provider = ctx.app.machineProvider as unknown as Record<ProviderMethod, (machine: { id: string; name: string }, ...rest: unknown[]) => Promise<unknown>>;
+  const original = provider[method];
+  provider[method] = async (machine, ...rest) => {
+    if (affects(machine)) {
+      await behaviour();
+    }
+    return original.call(ctx.app.machineProvider, machine, ...rest);
+  };
+  return () => {
+    provider[method] = original;
+  };
 }
 
 /** A machine that is up: created, booted (its machine.created is already emitted). */
