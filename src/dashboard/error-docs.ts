@@ -7,7 +7,11 @@ interface ErrorDoc {
   fix: string;
 }
 
-/** What each code means and what to do about it; the titles come from PROBLEM_TITLES. */
+/**
+ * What each code means and what to do about it, in the order of the page; the
+ * titles come from PROBLEM_TITLES. test/dashboard/pages.test.ts collects every
+ * code the source can answer with and fails when one is missing here.
+ */
 const ERROR_DOCS: Record<string, ErrorDoc> = {
   invalid_request: {
     status: 400,
@@ -29,6 +33,11 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'The email address or the password is wrong. The answer is the same for both, so it does not reveal which addresses have an account.',
     fix: 'Check both, or reset the password.',
   },
+  invalid_signature: {
+    status: 401,
+    description: 'A request to an inbound webhook (the URL that starts a run) has no `Service-Signature` header, a malformed one, a signature that does not match the body, or a timestamp more than 5 minutes from now.',
+    fix: 'Sign `<unix seconds>.<raw body>` with HMAC-SHA256 and the inbound webhook’s secret, and send `Service-Signature: t=<unix seconds>,v1=<hex>`, the same scheme as our event deliveries.',
+  },
   forbidden: {
     status: 403,
     description: 'The credential is valid but not allowed here, for example a machine token used outside its own machine’s MCP and live-view endpoints.',
@@ -44,10 +53,10 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'No such route, or no such resource in this account. Resources of other accounts are reported as not found too.',
     fix: 'Check the path and the identifier.',
   },
-  method_not_allowed: {
-    status: 405,
-    description: 'The route exists but does not accept this HTTP method.',
-    fix: 'Check the method in the API reference.',
+  request_timeout: {
+    status: 408,
+    description: 'The request did not arrive in full in time, so the connection was closed.',
+    fix: 'Send the request again; check the network between you and the service if it keeps happening.',
   },
   email_taken: {
     status: 409,
@@ -61,8 +70,28 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   },
   conflict: {
     status: 409,
-    description: 'The request conflicts with the current state of the resource.',
-    fix: 'Fetch the resource again and retry with its current state.',
+    description: 'The request conflicts with the current state of the resource, for example a warm pool with a name already in use.',
+    fix: 'Fetch the resource again and retry with its current state, or choose another name.',
+  },
+  invalid_state: {
+    status: 409,
+    description: 'The machine is not in a state that allows this action: starting a machine that is running, stopping one that is stopped, anything but reading on a destroyed one, or starting one that has expired. Also answered when another request changed the machine at the same moment.',
+    fix: 'Read the machine again and act on its current `status`.',
+  },
+  pool_empty: {
+    status: 409,
+    description: 'A machine was requested from a warm pool that has no machine to hand out (its count is 0).',
+    fix: 'Raise the pool’s count, or create the machine without a pool.',
+  },
+  replayed: {
+    status: 409,
+    description: 'An inbound webhook received a signed request it has already received: each signed request starts one run, so a replay (or a retry of a request that succeeded) starts nothing.',
+    fix: 'To start another run, sign a new request with the current time.',
+  },
+  delivery_pending: {
+    status: 409,
+    description: 'A retry was asked for a delivery that is still pending: its next attempt is already scheduled.',
+    fix: 'Wait for the attempt; only a failed delivery can be retried by hand.',
   },
   payload_too_large: {
     status: 413,
@@ -79,10 +108,20 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'Too many attempts in a short time (sign-in, sign-up and emailed links are limited per address and per IP).',
     fix: 'Wait the number of seconds in the `Retry-After` header.',
   },
+  headers_too_large: {
+    status: 431,
+    description: 'The request headers are larger than the service accepts (16 KiB).',
+    fix: 'Send fewer or smaller headers, for example fewer cookies.',
+  },
   internal_error: {
     status: 500,
     description: 'Something failed on our side. The error is logged; the response never carries internals.',
     fix: 'Retry later. If it keeps happening, contact support with the time of the request.',
+  },
+  provider_error: {
+    status: 502,
+    description: 'The host that runs machines failed at what it was asked (boot, stop or destroy). The machine is now in status `error` and a `machine.error` event was sent.',
+    fix: 'Start or destroy the machine to try again.',
   },
   service_unavailable: {
     status: 503,
@@ -91,6 +130,12 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   },
 };
 
+/** For a code with no entry in PROBLEM_TITLES yet: "delivery_pending" reads "Delivery pending". */
+function titleFromCode(code: string): string {
+  const words = code.replace(/_/g, ' ');
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
 /** `code` spans in the prose above become <code>; everything else is escaped. */
 function prose(text: string): string {
   return escapeHtml(text).replace(/`([^`]+)`/g, '<code>$1</code>');
@@ -98,7 +143,9 @@ function prose(text: string): string {
 
 /** The page problem+json `type` URIs point at: one anchor per code. */
 export function renderErrorDocs(publicUrl: string): string {
-  const sections = Object.entries(PROBLEM_TITLES).map(([code, title]) => {
+  const codes = [...new Set([...Object.keys(ERROR_DOCS), ...Object.keys(PROBLEM_TITLES)])];
+  const sections = codes.map((code) => {
+    const title = PROBLEM_TITLES[code] ?? titleFromCode(code);
     const doc = ERROR_DOCS[code];
     const meta = doc ? `<p class="error-doc__status"><span class="badge badge--neutral badge--plain">HTTP ${doc.status}</span></p>` : '';
     const body = doc ? `<p>${prose(doc.description)}</p><p class="muted"><strong>What to do:</strong> ${prose(doc.fix)}</p>` : '';

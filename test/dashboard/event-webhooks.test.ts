@@ -56,7 +56,7 @@ describe('dashboard in Chromium: event webhooks', () => {
 
     const secret = await dialog.getByRole('textbox', { name: 'Signing secret' }).inputValue();
     assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
-    await dialog.getByRole('button', { name: 'Copy Signing secret' }).click();
+    await dialog.getByRole('button', { name: 'Copy signing secret' }).click();
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
     const [endpoint] = await endpointsApi();
     assert.deepEqual([endpoint.url, endpoint.events, endpoint.description, endpoint.enabled], [`${receiver.origin}/hooks`, ['machine.created', 'machine.stopped'], 'Orders service', true]);
@@ -66,6 +66,25 @@ describe('dashboard in Chromium: event webhooks', () => {
     await page.waitForURL(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
     await page.getByRole('heading', { name: 'Orders service' }).waitFor();
     assert.ok(!(await page.content()).includes(secret), 'the secret is not on the endpoint page');
+  });
+
+  test('an address the API refuses is marked at the URL field, which takes the focus, with a capitalised message', async () => {
+    await page.getByRole('link', { name: 'Event webhooks', exact: true }).first().click();
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Add endpoint' });
+    const url = dialog.getByRole('textbox', { name: 'Endpoint URL' });
+    await url.fill('https://user:secret@example.com/hooks');
+    await dialog.getByRole('button', { name: 'Add endpoint' }).click();
+    await dialog.locator('input[name="url"][aria-invalid="true"]').waitFor();
+    const message = await url.evaluate((input) => (input.getAttribute('aria-describedby') ?? '').split(' ').map((id) => document.getElementById(id)?.textContent ?? '').find((text) => text.startsWith('URL')));
+    assert.equal(message, 'URL must not contain credentials.');
+    assert.equal(await url.evaluate((input) => input === document.activeElement), true, 'focus moved to the field');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    assert.equal((await endpointsApi()).length, 1, 'nothing was added');
+    const [endpoint] = await endpointsApi();
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    await page.getByRole('heading', { name: 'Orders service' }).waitFor();
   });
 
   test('send a test event: delivered, signed, and listed in the deliveries with its response', async () => {
@@ -153,7 +172,7 @@ describe('dashboard in Chromium: event webhooks', () => {
     assert.equal((await endpointsApi()).length, 0);
   });
 
-  test('no page error or CSP violation on the way', (t) => {
+  test('no page error or CSP violation on the way', () => {
     assert.deepEqual(problems, []);
   });
 });

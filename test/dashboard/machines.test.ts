@@ -19,6 +19,7 @@ describe('dashboard in Chromium: machines', () => {
     browser = await launchBrowser();
     user = await registerUser(live);
     const context = await newContext(browser);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: live.baseUrl });
     await useSession(context, live, user.session);
     page = await context.newPage();
     problems = watchConsole(page);
@@ -29,6 +30,8 @@ describe('dashboard in Chromium: machines', () => {
   });
 
   const machinesApi = async () => (await live.app.inject({ method: 'GET', url: '/api/machines', headers: asSession(user.session, live.baseUrl) })).json().data;
+  const liveViewWith = async (id: string, token: string) => (await live.app.inject({ method: 'POST', url: `/api/machines/${id}/live-view`, headers: { authorization: `Bearer ${token}` } })).statusCode;
+  let firstToken = '';
   const rowOf = (name: string, status?: string) => page.locator(`tr${status ? `[data-status="${status}"]` : ''}`, { has: page.locator('.table__primary', { hasText: name }) });
 
   test('create a machine: its MCP token shown once, then it runs', async () => {
@@ -41,6 +44,7 @@ describe('dashboard in Chromium: machines', () => {
     await dialog.getByRole('button', { name: 'Create machine' }).click();
     const token = await dialog.getByRole('textbox', { name: 'MCP token' }).inputValue();
     assert.match(token, /^tmm_[0-9A-Za-z]{38}$/);
+    firstToken = token;
     const [machine] = await machinesApi();
     assert.deepEqual([machine.name, machine.labels], ['research-agent', { team: 'research', env: 'staging' }]);
     await dialog.getByText(`/api/machines/${machine.id}/mcp`).waitFor();
@@ -63,6 +67,33 @@ describe('dashboard in Chromium: machines', () => {
     await dialog.waitFor({ state: 'detached' });
   });
 
+  test('a new MCP token after confirming: shown once with a copy button; the old token stops working at once', async () => {
+    const [machine] = await machinesApi();
+    await page.getByRole('button', { name: 'New MCP token for research-agent' }).click();
+    const confirm = page.getByRole('dialog', { name: 'New MCP token for research-agent?' });
+    await confirm.getByText('The current token stops working at once.').waitFor();
+    await confirm.getByRole('button', { name: 'Cancel' }).click();
+    assert.equal(await liveViewWith(machine.id, firstToken), 201, 'cancel keeps the token');
+
+    await page.getByRole('button', { name: 'New MCP token for research-agent' }).click();
+    await confirm.getByRole('button', { name: 'Issue new token' }).click();
+    const dialog = page.getByRole('dialog', { name: 'New MCP token for research-agent' });
+    const token = await dialog.getByRole('textbox', { name: 'MCP token' }).inputValue();
+    assert.match(token, /^tmm_[0-9A-Za-z]{38}$/);
+    assert.notEqual(token, firstToken);
+    await dialog.getByText('it will not be shown again').waitFor();
+    await dialog.getByText(`/api/machines/${machine.id}/mcp`).waitFor();
+    await dialog.getByRole('button', { name: 'Copy MCP token' }).click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), token);
+    assert.equal(await liveViewWith(machine.id, firstToken), 401, 'the old token stopped working');
+    assert.equal(await liveViewWith(machine.id, token), 201, 'the new one works');
+
+    await dialog.getByRole('button', { name: 'Done' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    assert.ok(!(await page.content()).includes(token), 'the token left with its dialog');
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), 'New MCP token for research-agent', 'focus is back on the button');
+  });
+
   test('stop, start, then destroy after confirming', async () => {
     await page.getByRole('button', { name: 'Stop research-agent' }).click();
     await rowOf('research-agent', 'stopped').waitFor({ timeout: SETTLE_MS });
@@ -79,7 +110,62 @@ describe('dashboard in Chromium: machines', () => {
     assert.ok(machine === undefined || machine.status === 'destroyed', `after destroy: ${JSON.stringify(machine)}`);
   });
 
-  test('no page error or CSP violation on the way', (t) => {
+  test('a destroyed machine is hidden until "Show destroyed" is ticked (they stayed listed forever)', async () => {
+    await rowOf('research-agent').waitFor({ state: 'detached' });
+    await page.getByText('No machines right now').waitFor();
+    const toggle = page.getByRole('checkbox', { name: 'Show destroyed (1)' });
+    await toggle.check();
+    await rowOf('research-agent', 'destroyed').getByText('Destroyed', { exact: true }).waitFor();
+    assert.equal(await rowOf('research-agent').getByRole('button').count(), 0, 'no action on a destroyed machine');
+    await toggle.uncheck();
+    await rowOf('research-agent').waitFor({ state: 'detached' });
+  });
+
+  test('a stopping machine, and a status this page has never heard of, get a sensible badge', async () => {
+    const base = { size: 'small', externalId: null, labels: {}, expiresAt: null, createdAt: new Date().toISOString() };
+    await page.route('**/api/machines?*', (route) => route.fulfill({
+      json: {
+        data: [
+          { ...base, id: 'mch_01jd0000000000000000000001', name: 'winding-down', status: 'stopping' },
+          { ...base, id: 'mch_01jd0000000000000000000002', name: 'sleepy', status: 'deep_hibernation' },
+        ],
+        nextCursor: null,
+      },
+    }));
+    try {
+      await page.goto(`${live.baseUrl}/machines`);
+      const stopping = rowOf('winding-down', 'stopping').locator('td[data-label="Status"] .badge');
+      await stopping.waitFor();
+      assert.equal(await stopping.textContent(), 'Stopping');
+      assert.match(String(await stopping.getAttribute('class')), /badge--warning.*badge--pulse/);
+      const unknown = rowOf('sleepy', 'deep_hibernation').locator('td[data-label="Status"] .badge');
+      assert.equal(await unknown.textContent(), 'Deep hibernation');
+      assert.match(String(await unknown.getAttribute('class')), /badge--neutral/);
+      assert.deepEqual(await rowOf('winding-down').getByRole('button').allTextContents(), ['New MCP token', 'Destroy'], 'no start or stop while it stops');
+    } finally {
+      await page.unroute('**/api/machines?*');
+    }
+  });
+
+  test('an API error that names a field is shown at that field, which takes the focus', async () => {
+    await page.goto(`${live.baseUrl}/machines`);
+    await page.getByRole('button', { name: 'Create machine' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Create machine' });
+    const name = dialog.getByRole('textbox', { name: 'Name' });
+    await name.fill('   ');
+    await dialog.getByRole('button', { name: 'Create machine' }).click();
+    await dialog.locator('input[name="name"][aria-invalid="true"]').waitFor();
+    const described = await name.evaluate((input) => (input.getAttribute('aria-describedby') ?? '').split(' ').map((id) => document.getElementById(id)?.textContent ?? ''));
+    assert.ok(described.includes('Name must not have fewer than 1 characters.'), `the field's description carries the message, capitalised: ${JSON.stringify(described)}`);
+    assert.equal(await name.evaluate((input) => input === document.activeElement), true, 'focus moved to the field');
+    assert.equal(await dialog.getByRole('alert').count(), 0, 'not repeated at the top of the form');
+    await name.fill('fixed-name');
+    assert.equal(await name.getAttribute('aria-invalid'), null, 'editing the field clears its error');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+  });
+
+  test('no page error or CSP violation on the way', () => {
     assert.deepEqual(problems, []);
   });
 });

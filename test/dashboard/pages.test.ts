@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { PAGE_PATHS } from '../../src/dashboard/dashboard.routes.ts';
 import { PUBLIC_DIR } from '../../src/dashboard/assets.ts';
 import { PROBLEM_TITLES } from '../../src/http/errors.ts';
@@ -9,6 +10,43 @@ import { createTestApp, PUBLIC_URL, registerUser, settled, type TestContext } fr
 import { linkIn } from '../support/mail.ts';
 
 const concretePaths = PAGE_PATHS.map((path) => path.replace(':id', 'ep_01jd0000000000000000000000'));
+
+const SOURCE_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
+const CODE = `'([a-z][a-z0-9]*(?:_[a-z0-9]+)*)'`;
+
+/**
+ * Every error code the service can answer with, and the statuses it comes
+ * with, read from the source: `new AppError(409, 'pool_empty', …)`,
+ * `send(reply, 503, 'service_unavailable', …)`, `[431, 'headers_too_large', …]`,
+ * `{ 404: 'not_found' }`, and the calls of factories that take the code as
+ * their first argument (`conflict('limit_reached', …)`). An AppError built
+ * with a code that is not a literal anywhere else is reported, so no code can
+ * hide from this scan.
+ */
+async function codesInSource(): Promise<{ codes: Map<string, Set<number>>; hidden: string[] }> {
+  const names = (await readdir(SOURCE_DIR, { recursive: true })).filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'));
+  const sources = await Promise.all(names.map(async (name) => [name, await readFile(join(SOURCE_DIR, name), 'utf8')] as const));
+  const codes = new Map<string, Set<number>>();
+  const add = (code: string, status: number) => codes.set(code, (codes.get(code) ?? new Set()).add(status));
+  const factories = new Map<string, number>();
+  const hidden: string[] = [];
+  for (const [name, source] of sources) {
+    for (const [, status, code] of source.matchAll(new RegExp(`\\b([45]\\d\\d)\\s*[,:]\\s*${CODE}`, 'g'))) add(code!, Number(status));
+    for (const [, factory, parameter, status] of source.matchAll(/export const (\w+) = \((\w+): string[^)]*\) =>\s*new AppError\(\s*(\d{3}),\s*(\w+)/g)) {
+      if (parameter !== undefined) factories.set(factory!, Number(status));
+    }
+    for (const match of source.matchAll(/new AppError\(\s*[^,]+,\s*([^,\s]+)\s*,/g)) {
+      const isFactory = [...factories.keys()].some((factory) => new RegExp(`export const ${factory} = \\(${match[1]}: string`).test(source));
+      if (!match[1]!.startsWith("'") && !isFactory) hidden.push(`${name}: ${match[0]}`);
+    }
+  }
+  for (const [, source] of sources) {
+    for (const [factory, status] of factories) {
+      for (const [, code] of source.matchAll(new RegExp(`\\b${factory}\\(\\s*${CODE}`, 'g'))) add(code!, status);
+    }
+  }
+  return { codes, hidden };
+}
 
 describe('dashboard pages (served by the service)', () => {
   let ctx: TestContext;
@@ -116,6 +154,24 @@ describe('dashboard pages (served by the service)', () => {
     assert.deepEqual(api.json(), {
       type: `${PUBLIC_URL}/docs/errors#not_found`, title: 'Not found', status: 404, detail: 'No route GET /api/no-such-thing.', code: 'not_found',
     });
+  });
+
+  test('/docs/errors describes every error code the service can answer with, as found in the source', async () => {
+    const { codes, hidden } = await codesInSource();
+    assert.deepEqual(hidden, [], 'every AppError names its code as a literal, or through a factory this scan follows');
+    for (const known of ['invalid_request', 'not_found', 'limit_reached', 'invalid_state', 'pool_empty', 'invalid_signature', 'internal_error', 'service_unavailable']) {
+      assert.ok(codes.has(known), `the scan finds ${known}: it still reads the source correctly`);
+    }
+    const { body } = await get('/docs/errors');
+    for (const [code, statuses] of codes) {
+      const section = new RegExp(`<section class="card error-doc" id="${code}"[\\s\\S]*?</section>`).exec(body)?.[0];
+      assert.ok(section, `/docs/errors has a section for ${code} (add it to ERROR_DOCS in src/dashboard/error-docs.ts)`);
+      const status = Number(/>HTTP (\d{3})</.exec(section)?.[1]);
+      assert.ok(statuses.has(status), `${code} is documented as HTTP ${status}; the source answers it with ${[...statuses].join(', ')}`);
+      const description = /<\/p>\s*<p>([^<]{20,})/.exec(section)?.[1];
+      assert.ok(description, `${code} has a description`);
+      assert.match(section, /<strong>What to do:<\/strong> \S/, `${code} says what to do`);
+    }
   });
 
   test('/docs/errors documents every error code at the anchor its problem type points to', async () => {

@@ -34,6 +34,15 @@ describe('dashboard in Chromium: sign-up, confirmation, sign-in, password reset'
     return url.pathname + url.search;
   };
   const banner = (page: Page) => page.locator('#confirmation-banner');
+  /** The POSTs a page sent to the API, as "POST /api/…": opening an emailed link must send none. */
+  const recordPosts = (page: Page) => {
+    const posts: string[] = [];
+    page.on('request', (request) => {
+      const url = new URL(request.url());
+      if (request.method() === 'POST' && url.pathname.startsWith('/api/')) posts.push(`POST ${url.pathname}`);
+    });
+    return posts;
+  };
   const isVerified = async () => (await live.app.deps.db.selectFrom('accounts').select('email_verified_at').where('email', '=', email).executeTakeFirstOrThrow()).email_verified_at !== null;
 
   test('sign up, then confirm the address from the emailed link: the banner goes away', async () => {
@@ -51,12 +60,17 @@ describe('dashboard in Chromium: sign-up, confirmation, sign-in, password reset'
     assert.equal(await page.locator('.usermenu__email').textContent(), email);
 
     const mail = await mailTo(email, 'Confirm your email address');
+    const posts = recordPosts(page);
     await page.goto(`${live.baseUrl}${pathOf(mail, '/verify-email')}`);
     await page.getByRole('heading', { name: 'Confirm your email address' }).waitFor();
+    await page.waitForLoadState('networkidle');
+    assert.deepEqual(posts, [], 'opening the link sends nothing');
     assert.equal(await isVerified(), false, 'opening the link alone confirms nothing');
     await page.getByRole('button', { name: 'Confirm email address' }).click();
     await page.getByRole('heading', { name: 'Email address confirmed' }).waitFor();
+    assert.deepEqual(posts, ['POST /api/auth/verify'], 'the button sends the token, once');
     assert.equal(await isVerified(), true);
+    assert.equal(page.url(), `${live.baseUrl}/verify-email`, 'the used token is taken out of the address bar and its history entry');
     await page.getByRole('link', { name: 'Continue to the dashboard' }).click();
     await page.waitForURL(`${live.baseUrl}/machines`);
     await page.getByRole('link', { name: 'Account' }).click();
@@ -133,6 +147,7 @@ describe('dashboard in Chromium: sign-up, confirmation, sign-in, password reset'
   test('forgot password and reset from the emailed link: other sessions are signed out', async () => {
     const other = await newContext(browser);
     const otherPage = await other.newPage();
+    problems.push(...watchConsole(otherPage));
     await otherPage.goto(`${live.baseUrl}/sign-in`);
     await otherPage.getByLabel('Email address').fill(email);
     await otherPage.getByLabel('Password', { exact: true }).fill(password);
@@ -150,7 +165,11 @@ describe('dashboard in Chromium: sign-up, confirmation, sign-in, password reset'
     await page.getByRole('heading', { name: 'Check your email' }).waitFor();
 
     const mail = await mailTo(email, 'Reset your password');
+    const posts = recordPosts(page);
     await page.goto(`${live.baseUrl}${pathOf(mail, '/reset-password')}`);
+    await page.getByLabel('New password', { exact: true }).waitFor();
+    await page.waitForLoadState('networkidle');
+    assert.deepEqual(posts, [], 'opening the link sends nothing');
     await page.getByLabel('New password', { exact: true }).fill(newPassword);
     await page.getByLabel('Repeat the new password').fill(`${newPassword}!`);
     await page.getByRole('button', { name: 'Set new password' }).click();
@@ -159,6 +178,9 @@ describe('dashboard in Chromium: sign-up, confirmation, sign-in, password reset'
     await page.getByRole('button', { name: 'Set new password' }).click();
     await page.waitForURL(`${live.baseUrl}/machines`);
     await page.getByText('Every other session was signed out.').waitFor();
+    assert.deepEqual(posts, ['POST /api/auth/reset'], 'only the button sent the token');
+    await page.goBack();
+    assert.doesNotMatch(page.url(), /token=/, 'the used reset link is not left in the history');
 
     await otherPage.reload();
     await otherPage.waitForURL(/\/sign-in\?next=/);

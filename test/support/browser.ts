@@ -70,5 +70,3 @@ export function eventually<T>(read: () => T | undefined | Promise<T | undefined>
 export async function useSession(context: BrowserContext, live: LiveApp, sessionToken: string): Promise<void> {
   await context.addCookies([{ name: 'session', value: sessionToken, url: live.baseUrl, httpOnly: true, sameSite: 'Lax' }]);
 }
-
-/** True when the route exists in this build: pages whose API is not merged yet skip their browser tests. */

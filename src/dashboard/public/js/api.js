@@ -61,8 +61,34 @@ export async function api(method, path, body) {
 
 /** The sentence to show for any error a page catches. @param {unknown} error */
 export function messageOf(error) {
-  if (error instanceof ApiError) return error.message;
+  if (error instanceof ApiError) return readableDetail(error.message);
   return 'Something went wrong in the dashboard. Reload the page and try again.';
+}
+
+/** @type {Record<string, string>} */
+const ACRONYMS = { url: 'URL', id: 'ID' };
+
+/**
+ * A problem's detail as a sentence. Validation details name the field as the
+ * API does ("body/url must NOT have …", "url is not reachable …"): drop the
+ * prefix, soften the capitals, start with a capital letter.
+ * @param {string} detail
+ */
+export function readableDetail(detail) {
+  const text = detail.replace(/^body\//, '').replace(/\bmust NOT\b/g, 'must not');
+  const [first = '', ...rest] = text.split(' ');
+  const lead = ACRONYMS[first] ?? first.charAt(0).toUpperCase() + first.slice(1);
+  return [lead, ...rest].join(' ');
+}
+
+/**
+ * The field a 400's detail is about, when it starts with a field's name
+ * ("url is not reachable …", "body/name must NOT …"); null otherwise.
+ * @param {unknown} error
+ */
+export function fieldOf(error) {
+  if (!(error instanceof ApiError) || error.status !== 400) return null;
+  return /^(?:body\/)?([A-Za-z][A-Za-z0-9_]*)(?=[\s/.]|$)/.exec(error.message)?.[1] ?? null;
 }
 
 /** Lists answer {data, nextCursor}; accept a bare array too. @param {any} page @returns {any[]} */

@@ -1,6 +1,7 @@
-// Labelled fields and the submit cycle every form shares: busy button, the
-// API's problem `detail` shown in an alert, no double submits.
-import { messageOf } from './api.js';
+// Labelled fields and the submit cycle every form shares: busy button, no
+// double submits, and the API's problem `detail` shown at the field it names
+// (or above the form when it names none).
+import { fieldOf, messageOf } from './api.js';
 import { alertBox, h, replace, uid } from './dom.js';
 
 /** @typedef {import('./dom.js').Child} Child */
@@ -67,17 +68,61 @@ export function handleSubmit(form, button, errorSlot, onSubmit) {
     event.preventDefault();
     if (button.getAttribute('aria-busy') === 'true') return;
     replace(errorSlot);
+    clearFieldErrors(form);
     button.setAttribute('aria-busy', 'true');
     button.disabled = true;
     try {
       await onSubmit();
     } catch (error) {
-      replace(errorSlot, alertBox('error', messageOf(error)));
+      if (!showAtField(form, error)) replace(errorSlot, alertBox('error', messageOf(error)));
     } finally {
       button.removeAttribute('aria-busy');
       button.disabled = false;
     }
   });
+  // Editing a field that was refused takes its message away.
+  form.addEventListener('input', (event) => {
+    const control = event.target instanceof Element ? event.target.closest('[aria-invalid="true"]') : null;
+    if (control) clearFieldErrors(form);
+  });
+}
+
+/**
+ * Shows an API error at the field its detail names: the message below the
+ * field, `aria-invalid`, the message in the field's description, focus on it.
+ * A group of choices (`data-field` on its fieldset) counts as one field.
+ * @param {HTMLFormElement} form
+ * @param {unknown} error
+ * @returns {boolean} false when the detail names no field of this form
+ */
+function showAtField(form, error) {
+  const name = fieldOf(error);
+  if (name === null) return false;
+  const group = form.querySelector(`[data-field="${CSS.escape(name)}"]`);
+  const controls = /** @type {HTMLElement[]} */ ([...(group ?? form).querySelectorAll(group ? 'input, select, textarea' : `[name="${CSS.escape(name)}"]`)]);
+  const first = controls[0];
+  if (first === undefined) return false;
+  const message = h('p', { class: 'field__error', id: uid('field-error'), 'data-field-error': '' }, messageOf(error));
+  (group ?? first.closest('.field') ?? first.parentElement ?? form).append(message);
+  for (const control of controls) {
+    control.setAttribute('aria-invalid', 'true');
+    control.setAttribute('aria-describedby', [control.getAttribute('aria-describedby'), message.id].filter(Boolean).join(' '));
+  }
+  (controls.find((control) => control.getClientRects().length > 0) ?? first).focus();
+  return true;
+}
+
+/** @param {HTMLFormElement} form */
+function clearFieldErrors(form) {
+  const messages = [...form.querySelectorAll('[data-field-error]')];
+  const ids = new Set(messages.map((message) => message.id));
+  for (const control of form.querySelectorAll('[aria-invalid="true"]')) {
+    const rest = (control.getAttribute('aria-describedby') ?? '').split(' ').filter((id) => id !== '' && !ids.has(id));
+    if (rest.length > 0) control.setAttribute('aria-describedby', rest.join(' '));
+    else control.removeAttribute('aria-describedby');
+    control.removeAttribute('aria-invalid');
+  }
+  for (const message of messages) message.remove();
 }
 
 /**

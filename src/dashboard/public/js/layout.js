@@ -44,13 +44,18 @@ export function appLayout({ account, path, main, onSignOut }) {
         h('div', { class: 'usermenu' },
           h('span', { class: 'usermenu__email', title: account.email }, account.email),
           signOut))),
-    account.emailVerified ? null : confirmationBanner(account),
+    // On /account the Profile card offers the same button beside the address: one is enough.
+    account.emailVerified ? null : confirmationBanner(account, path !== '/account'),
     main,
   ];
 }
 
-/** Shown on every page while the address is unconfirmed. @param {Account} account */
-function confirmationBanner(account) {
+/**
+ * Shown on every page while the address is unconfirmed.
+ * @param {Account} account
+ * @param {boolean} withResend
+ */
+function confirmationBanner(account, withResend) {
   const resend = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Resend confirmation email'));
   const text = h('span', { class: 'banner__text' },
     h('strong', null, 'Confirm your email address. '),
@@ -68,7 +73,7 @@ function confirmationBanner(account) {
     }
   });
   return h('div', { class: 'banner', role: 'region', 'aria-label': 'Email confirmation', id: 'confirmation-banner' },
-    h('div', { class: 'banner__inner' }, text, resend));
+    h('div', { class: 'banner__inner' }, text, withResend ? resend : null));
 }
 
 /** @param {HTMLElement} main */
@@ -78,13 +83,14 @@ export function authLayout(main) {
 
 /**
  * The heading block of an app page. The h1 takes focus after navigation.
- * @param {{ title: string, description?: Child, actions?: Child[], breadcrumb?: { href: string, label: string } }} options
+ * `oneLine`: for a title people chose (any length), cut with an ellipsis; the whole of it shows on hover.
+ * @param {{ title: string, description?: Child, actions?: Child[], breadcrumb?: { href: string, label: string }, oneLine?: boolean }} options
  */
-export function pageHeader({ title, description, actions, breadcrumb }) {
+export function pageHeader({ title, description, actions, breadcrumb, oneLine = false }) {
   return h('div', { class: 'page-header' },
     h('div', { class: 'page-header__text' },
       breadcrumb ? h('nav', { class: 'breadcrumb', 'aria-label': 'Breadcrumb' }, h('a', { href: breadcrumb.href }, `← ${breadcrumb.label}`)) : null,
-      h('h1', { tabindex: '-1' }, title),
+      h('h1', { tabindex: '-1', class: oneLine ? 'one-line' : undefined, title: oneLine ? title : undefined }, title),
       description ? h('p', null, description) : null),
     actions && actions.length > 0 ? h('div', { class: 'page-header__actions' }, actions) : null);
 }

@@ -21,12 +21,21 @@ export function secretField({ label, value, note }) {
         note ?? 'Store it somewhere safe, like a password manager or your secrets store.')),
     h('div', { class: 'field' },
       h('label', { for: id }, label),
-      h('div', { class: 'secret__row' }, input, copyButton(() => input.value, label))));
+      h('div', { class: 'secret__row' }, input, copyButton(() => input.value, midSentence(label)))));
+}
+
+/**
+ * A label as it reads inside a sentence: "Signing secret" becomes "signing
+ * secret"; "API key" and "MCP token" keep their capitals.
+ * @param {string} label
+ */
+function midSentence(label) {
+  return /^\p{Lu}\p{Ll}/u.test(label) ? label.charAt(0).toLowerCase() + label.slice(1) : label;
 }
 
 /**
  * @param {() => string} read  the text to copy, read at click time
- * @param {string} what  for the accessible name: "Copy API key"
+ * @param {string} what  as it reads mid-sentence, for the accessible name: "Copy API key", "Copy signing secret"
  * @param {{ small?: boolean }} [options]
  */
 export function copyButton(read, what, options = {}) {
@@ -35,7 +44,7 @@ export function copyButton(read, what, options = {}) {
   button.addEventListener('click', async () => {
     const copied = await copyText(read());
     button.textContent = copied ? 'Copied' : 'Copy failed';
-    status.textContent = copied ? `${what} copied to the clipboard` : 'Copying failed: select the text and copy it by hand.';
+    status.textContent = copied ? `${what.charAt(0).toUpperCase()}${what.slice(1)} copied to the clipboard.` : 'Copying failed: select the text and copy it by hand.';
     setTimeout(() => {
       button.textContent = 'Copy';
     }, 2000);

@@ -117,7 +117,8 @@ export function resetPasswordPage({ query }) {
       const answer = await api('POST', '/api/auth/reset', { token, password: password.input.value });
       setAccount(answer.account);
       setFlash({ kind: 'success', text: 'Your password is changed and you are signed in. Every other session was signed out.' });
-      await navigate('/');
+      // Replaces the entry that holds the used token: Back does not bring it up again.
+      await navigate('/', { replace: true });
     },
   });
   return [
@@ -135,6 +136,7 @@ export function resetPasswordPage({ query }) {
  */
 export function verifyEmailPage({ query, account }) {
   const token = query.get('token');
+  if (!token && account?.emailVerified) return confirmed(true);
   if (!token) return incompleteLink('confirmation');
   const container = h('div');
   const { form } = simpleForm({
@@ -149,15 +151,11 @@ export function verifyEmailPage({ query, account }) {
         if (error instanceof ApiError && error.code === 'invalid_token') return showExpired(container, account, messageOf(error));
         throw error;
       }
+      // The used token leaves the address bar and the history entry.
+      history.replaceState(null, '', location.pathname);
       const signedIn = await loadAccount(true).catch(() => null);
-      const title = heading('Email address confirmed');
-      replace(container,
-        title,
-        alertBox('success', 'Thank you: your email address is confirmed.'),
-        h('div', { class: 'mt-3' }, signedIn
-          ? h('a', { class: 'btn btn--primary btn--block', href: '/' }, 'Continue to the dashboard')
-          : h('a', { class: 'btn btn--primary btn--block', href: '/sign-in' }, 'Sign in')));
-      title.focus();
+      replace(container, ...confirmed(signedIn !== null));
+      container.querySelector('h1')?.focus();
     },
   });
   replace(container,
@@ -167,6 +165,17 @@ export function verifyEmailPage({ query, account }) {
       : 'Confirm your address to finish setting up your account.'),
     form);
   return container;
+}
+
+/** @param {boolean} signedIn */
+function confirmed(signedIn) {
+  return [
+    heading('Email address confirmed'),
+    alertBox('success', 'Thank you: your email address is confirmed.'),
+    h('div', { class: 'mt-3' }, signedIn
+      ? h('a', { class: 'btn btn--primary btn--block', href: '/' }, 'Continue to the dashboard')
+      : h('a', { class: 'btn btn--primary btn--block', href: '/sign-in' }, 'Sign in')),
+  ];
 }
 
 /**

@@ -87,7 +87,7 @@ function eventsFieldset(types, selected) {
   for (const box of boxes) box.addEventListener('change', validate);
   validate();
 
-  const fieldset = h('fieldset', null,
+  const fieldset = h('fieldset', { 'data-field': 'events' },
     h('legend', null, 'Events to send'),
     h('div', { class: 'choices' },
       h('label', { class: 'choice' }, allRadio, h('span', { class: 'choice__text' }, h('span', { class: 'choice__title' }, 'All events'), h('span', { class: 'choice__hint' }, 'Every event type, including types added later.'))),

@@ -68,6 +68,7 @@ export function webhookPage({ params, onCleanup }) {
     replace(container,
       pageHeader({
         title: endpoint.description || hostOf(endpoint.url),
+        oneLine: true,
         breadcrumb: { href: '/event-webhooks', label: 'Event webhooks' },
         description: h('span', { class: 'break mono' }, endpoint.url),
         actions: [test, toggle, edit],

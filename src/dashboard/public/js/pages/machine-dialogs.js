@@ -1,0 +1,149 @@
+// The machine dialogs: create (its MCP token shown once), a new MCP token
+// (shown once), the live-view link, and the confirmation before destroying.
+import { api, messageOf } from '../api.js';
+import { confirmAction, openDialog } from '../dialog.js';
+import { alertBox, h, loading } from '../dom.js';
+import { formatDate } from '../format.js';
+import { field, simpleForm } from '../forms.js';
+import { copyButton, secretField } from '../secret.js';
+
+/** @typedef {import('./machines.js').Machine} Machine */
+
+/** The address agents send MCP requests to, with a copy button. @param {string} machineId */
+function mcpEndpointField(machineId) {
+  const mcpUrl = `${location.origin}/api/machines/${encodeURIComponent(machineId)}/mcp`;
+  return h('div', { class: 'field' },
+    h('span', { class: 'field__label' }, 'MCP endpoint'),
+    h('div', { class: 'secret__row' }, h('code', { class: 'input input--mono break' }, mcpUrl), copyButton(() => mcpUrl, 'MCP endpoint')));
+}
+
+/**
+ * Asks, then issues a new MCP token (the old one stops working at once) and shows it once.
+ * @param {Machine} machine
+ */
+export async function issueNewToken(machine) {
+  /** @type {string | null} */
+  let token = null;
+  const issued = await confirmAction({
+    title: `New MCP token for ${machine.name}?`,
+    message: h('p', null,
+      h('strong', null, 'The current token stops working at once. '),
+      'Agents that use it lose this machine’s MCP endpoint and live view until you give them the new one.'),
+    confirmLabel: 'Issue new token',
+    danger: true,
+    action: async () => {
+      token = (await api('POST', `/api/machines/${encodeURIComponent(machine.id)}/mcp-token`)).mcpToken;
+    },
+  });
+  if (!issued || token === null) return;
+  const dialog = openDialog({
+    title: `New MCP token for ${machine.name}`,
+    wide: true,
+    content: [
+      secretField({ label: 'MCP token', value: token, note: 'The previous token no longer works. Give this one to the agents that use this machine.' }),
+      mcpEndpointField(machine.id),
+      h('div', { class: 'dialog__footer' }, h('button', { type: 'button', class: 'btn btn--primary', onclick: () => dialog.close() }, 'Done')),
+    ],
+  });
+  token = null;
+}
+
+/**
+ * @param {Machine} machine
+ * @returns {Promise<boolean>} true once destroyed
+ */
+export function confirmDestroy(machine) {
+  return confirmAction({
+    title: `Destroy ${machine.name}?`,
+    message: 'The machine and its disk are deleted. Anything stored on it is lost, and its MCP token stops working. This cannot be undone.',
+    confirmLabel: 'Destroy machine',
+    danger: true,
+    action: () => api('DELETE', `/api/machines/${encodeURIComponent(machine.id)}`),
+  });
+}
+
+/** @param {Machine} machine */
+export async function openLiveView(machine) {
+  const dialog = openDialog({ title: `Live view of ${machine.name}`, content: [loading('Creating a live-view link…')] });
+  try {
+    /** @type {{ url: string, expiresAt: string }} */
+    const link = await api('POST', `/api/machines/${encodeURIComponent(machine.id)}/live-view`);
+    const parsed = new URL(link.url, location.origin);
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('The live-view link is not a web address.');
+    const url = parsed.toString();
+    dialog.setContent(
+      h('p', null, 'Anyone with this link can watch the machine’s screen until ', h('strong', null, formatDate(link.expiresAt)), '.'),
+      h('div', { class: 'secret__row' },
+        h('input', { class: 'input input--mono', type: 'text', readonly: true, value: url, 'aria-label': 'Live-view link', 'data-secret': '' }),
+        copyButton(() => url, 'live-view link')),
+      h('div', { class: 'dialog__footer' },
+        h('button', { type: 'button', class: 'btn', onclick: () => dialog.close() }, 'Close'),
+        h('a', { class: 'btn btn--primary', href: url, target: '_blank', rel: 'noopener noreferrer', 'data-autofocus': '' }, 'Open live view')));
+  } catch (error) {
+    dialog.setContent(alertBox('error', messageOf(error)));
+  }
+}
+
+/** "key=value" per line into a labels object. @param {string} text @returns {Record<string, string> | string} the labels, or what is wrong */
+export function parseLabels(text) {
+  /** @type {Record<string, string>} */
+  const labels = {};
+  for (const [index, raw] of text.split('\n').entries()) {
+    const line = raw.trim();
+    if (line === '') continue;
+    const at = line.indexOf('=');
+    if (at <= 0) return `Line ${index + 1}: write each label as key=value.`;
+    labels[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return labels;
+}
+
+/** @param {() => Promise<void>} refresh */
+export function openCreateDialog(refresh) {
+  const name = field({ label: 'Name', name: 'name', required: true, maxlength: 100, placeholder: 'e.g. research-agent-1' });
+  name.input.setAttribute('data-autofocus', '');
+  const size = field({ label: 'Size', name: 'size', optional: true, maxlength: 50, hint: 'Leave empty for the default size.' });
+  const externalId = field({ label: 'External ID', name: 'externalId', optional: true, maxlength: 200, hint: 'Your own reference, repeated in events.' });
+  const labels = field({ label: 'Labels', name: 'labels', optional: true, multiline: true, mono: true, placeholder: 'team=research\nenv=staging', hint: 'One key=value per line.' });
+  const expiresAt = field({ label: 'Expires at', name: 'expiresAt', type: 'datetime-local', optional: true, hint: 'In your local time.' });
+  const onExpireId = 'machine-on-expire';
+  const onExpire = /** @type {HTMLSelectElement} */ (h('select', { id: onExpireId, name: 'onExpire', class: 'select' },
+    h('option', { value: 'stop' }, 'Stop it (keeps its disk)'),
+    h('option', { value: 'destroy' }, 'Destroy it')));
+  labels.input.addEventListener('input', () => {
+    const parsed = parseLabels(labels.input.value);
+    labels.input.setCustomValidity(typeof parsed === 'string' ? parsed : '');
+  });
+
+  const { form } = simpleForm({
+    label: 'Create machine',
+    fields: [
+      name.wrapper,
+      h('div', { class: 'form-row' }, size.wrapper, externalId.wrapper),
+      labels.wrapper,
+      h('div', { class: 'form-row' }, expiresAt.wrapper, h('div', { class: 'field' }, h('label', { for: onExpireId }, 'When it expires'), onExpire)),
+    ],
+    submitLabel: 'Create machine',
+    secondary: h('button', { type: 'button', class: 'btn', onclick: () => dialog.close() }, 'Cancel'),
+    onSubmit: async () => {
+      const parsedLabels = parseLabels(labels.input.value);
+      /** @type {Record<string, unknown>} */
+      const input = { name: name.input.value.trim() };
+      if (size.input.value.trim()) input.size = size.input.value.trim();
+      if (externalId.input.value.trim()) input.externalId = externalId.input.value.trim();
+      if (typeof parsedLabels === 'object' && Object.keys(parsedLabels).length > 0) input.labels = parsedLabels;
+      if (expiresAt.input.value) {
+        input.expiresAt = new Date(expiresAt.input.value).toISOString();
+        input.onExpire = onExpire.value;
+      }
+      const machine = await api('POST', '/api/machines', input);
+      dialog.setContent(
+        alertBox('success', `${machine.name} is ${machine.status === 'running' ? 'running' : 'starting'}.`),
+        secretField({ label: 'MCP token', value: machine.mcpToken, note: 'Agents use it for this machine’s MCP endpoint and live view only. If it is lost, issue a new one with “New MCP token” in the list.' }),
+        mcpEndpointField(machine.id),
+        h('div', { class: 'dialog__footer' }, h('button', { type: 'button', class: 'btn btn--primary', onclick: () => dialog.close() }, 'Done')));
+      refresh();
+    },
+  });
+  const dialog = openDialog({ title: 'Create machine', wide: true, content: [form] });
+}
