@@ -54,7 +54,7 @@ export interface Reservation {
 }
 
 export interface DeliveryWorker {
-  /** Reacts to `due` and `endpoint:<id>` signals; ignores the rest. */
+  /** Reacts to `due`, `endpoint:<id>` and `elsewhere` signals; ignores the rest. */
   hear(signal: Signal): void;
   readonly id: string;
   /** Inside an emitting transaction: a lease for a new delivery to this endpoint, if this worker can start it at once. */
@@ -377,6 +377,10 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
         lane.failures = 0;
         lane.nextProbeAt = 0;
       }
+    } else if (signal === 'elsewhere') {
+      // Another process on this SQLite file committed something: any endpoint may have changed, new work may wait.
+      changesHeard += 1;
+      for (const lane of lanes.values()) lane.target = null;
     } else if (signal !== 'due') {
       return;
     }

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
+import { refuseBody } from '../http/validation.ts';
 import { listDeliveries, retryDelivery, sendTestEvent } from './deliveries.service.ts';
 import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, rotateSecret, updateEndpoint } from './endpoints.service.ts';
 import {
@@ -47,6 +48,7 @@ export const eventWebhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
   });
 
   app.post('/api/event-webhooks/deliveries/:id/retry', {
+    preValidation: refuseBody,
     schema: { tags, summary: 'Send a finished delivery again (new attempt series, same ids)', params: IdParamsSchema, response: responses({ 202: DeliverySchema }) },
   }, async (request, reply) => reply.code(202).send(await retryDelivery(deps, accountIdOf(request), request.params.id)));
 
@@ -59,14 +61,17 @@ export const eventWebhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request) => updateEndpoint(deps, accountIdOf(request), request.params.id, request.body));
 
   app.post('/api/event-webhooks/:id/rotate-secret', {
+    preValidation: refuseBody,
     schema: { tags, summary: 'New signing secret, shown once; the old one stops working', params: IdParamsSchema, response: responses({ 200: SecretSchema }) },
   }, async (request) => rotateSecret(deps, accountIdOf(request), request.params.id));
 
   app.post('/api/event-webhooks/:id/test', {
+    preValidation: refuseBody,
     schema: { tags, summary: 'Send a webhook.test event now and report the outcome', params: IdParamsSchema, response: responses({ 200: TestResultSchema }) },
   }, async (request) => sendTestEvent(deps, accountIdOf(request), request.params.id));
 
   app.delete('/api/event-webhooks/:id', {
+    preValidation: refuseBody,
     schema: { tags, summary: 'Remove an endpoint; its pending deliveries are cancelled', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
     await deleteEndpoint(deps, accountIdOf(request), request.params.id);

@@ -9,7 +9,7 @@ import type { Tx } from '../db/transaction.ts';
  * every other process hears them through NOTIFY, which the database delivers
  * only on commit too.
  */
-export type Signal = 'due' | `endpoint:${string}` | `api-key:${string}` | `account:${string}`;
+export type Signal = 'due' | 'elsewhere' | `endpoint:${string}` | `api-key:${string}` | `account:${string}`;
 
 export interface Signals {
   /** PostgreSQL NOTIFY channel, per schema so that deployments (or test runs) sharing a server do not cross-talk. */

@@ -181,6 +181,22 @@ describe('event webhook endpoints API', () => {
     }
   });
 
+  test('rotate-secret, test, retry and DELETE take no body: fields are 400 and nothing changes', async () => {
+    const owner = await registerUser(ctx);
+    const call = as(owner);
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: URL_OK })).json();
+    for (const url of [`/api/event-webhooks/${endpoint.id}/rotate-secret`, `/api/event-webhooks/${endpoint.id}/test`, '/api/event-webhooks/deliveries/dlv_00000000000000000000000000/retry']) {
+      const response = await call('POST', url, { secret: 'whsec_mine' });
+      assert.equal(response.statusCode, 400, url);
+      assert.equal(response.json().code, 'invalid_request');
+    }
+    assert.equal((await call('DELETE', `/api/event-webhooks/${endpoint.id}`, { force: true })).statusCode, 400);
+    assert.equal((await call('GET', `/api/event-webhooks/${endpoint.id}`)).statusCode, 200, 'still there');
+    assert.equal((await call('GET', '/api/event-webhooks/deliveries')).json().data.length, 0, 'no test was sent');
+    assert.equal((await call('POST', `/api/event-webhooks/${endpoint.id}/rotate-secret`, {})).statusCode, 200);
+    assert.equal((await call('DELETE', `/api/event-webhooks/${endpoint.id}`)).statusCode, 204);
+  });
+
   test('needs a credential: none is 401, an API key works', async () => {
     const response = await ctx.app.inject({ method: 'GET', url: '/api/event-webhooks' });
     assert.equal(response.statusCode, 401);
