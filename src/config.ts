@@ -97,14 +97,17 @@ function nonEmpty(variable: string, value: string): string {
   return value;
 }
 
+/** Not 0: "any free port" would put the service where no client, and no PUBLIC_URL, can find it. */
 function parsePort(value: string | undefined): number {
-  return parseInteger('PORT', value, 3000, 0, 65535);
+  return parseInteger('PORT', value, 3000, 1, 65535);
 }
 
+/** Surrounding spaces are forgiven, as for switches (a value pasted from a .env file). */
 function parseInteger(variable: string, value: string | undefined, fallback: number, min: number, max: number): number {
-  if (value === undefined || value === '') return fallback;
-  if (!/^\d+$/.test(value)) fail(variable, 'must be a whole number', value);
-  const parsed = Number(value);
+  const text = value?.trim();
+  if (text === undefined || text === '') return fallback;
+  if (!/^\d+$/.test(text)) fail(variable, 'must be a whole number', value);
+  const parsed = Number(text);
   if (parsed < min || parsed > max) fail(variable, `must be between ${min} and ${max}`, value);
   return parsed;
 }

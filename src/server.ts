@@ -1,17 +1,43 @@
-import { buildApp } from './app.ts';
-import { ConfigError, loadConfig } from './config.ts';
+import { buildApp, type App } from './app.ts';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { describeStartupFailure, type StartupPhase } from './ops/startup-errors.ts';
 
-let config;
+/** CONTRACT 2: a start-up that cannot work says why in one line, naming the variable, and exits 1. */
+function exitWith(line: string): never {
+  process.stderr.write(`${line}\n`);
+  process.exit(1);
+}
+
+function failedToStart(error: unknown, phase: StartupPhase, config: Config): never {
+  const { line, known } = describeStartupFailure(error, phase, config);
+  // Not a configuration problem, so probably a bug: the stack is for whoever fixes it.
+  if (!known && (config.logLevel === 'debug' || config.logLevel === 'trace')) process.stderr.write(`${(error as Error)?.stack ?? String(error)}\n`);
+  exitWith(`Cannot start: ${line}${known ? '' : ' (LOG_LEVEL=debug prints the stack)'}`);
+}
+
+let config: Config;
 try {
   config = loadConfig();
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
-  process.stderr.write(`Invalid configuration: ${error.message}\n`);
-  process.exit(1);
+  exitWith(`Invalid configuration: ${error.message}`);
 }
 
-const app = await buildApp(config);
-const address = await app.listen({ port: config.port, host: config.host });
+let app: App;
+try {
+  app = await buildApp(config);
+} catch (error) {
+  failedToStart(error, 'build', config);
+}
+
+let address: string;
+try {
+  address = await app.listen({ port: config.port, host: config.host });
+} catch (error) {
+  // The database is open and the worker may have started: close them, but do not wait on them for long.
+  await Promise.race([app.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+  failedToStart(error, 'listen', config);
+}
 app.deps.logger.info({ address, role: config.role }, 'listening');
 
 let closing = false;

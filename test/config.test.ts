@@ -73,12 +73,21 @@ describe('loadConfig', () => {
     assert.equal(config.webhook.maxAttempts, 8);
   });
 
-  test('PORT: a whole number from 0 to 65535; PUBLIC_URL follows it by default', () => {
+  test('PORT: a whole number from 1 to 65535; PUBLIC_URL follows it by default', () => {
     const config = loadConfig({ PORT: '8080' });
     assert.equal(config.port, 8080);
     assert.equal(config.publicUrl, 'http://localhost:8080');
     assert.equal(loadConfig({ PORT: '65535' }).port, 65535);
-    for (const value of ['abc', '-1', '65536', '3.5', '1e3', ' 80', '0x50']) assertRejects({ PORT: value }, 'PORT');
+    assert.equal(loadConfig({ PORT: '1' }).port, 1);
+    // Regression: PORT=0 was accepted, and the service listened on a random port nobody could find.
+    for (const value of ['0', '00', 'abc', '-1', '65536', '3.5', '1e3', '0x50', '8 0']) assertRejects({ PORT: value }, 'PORT');
+  });
+
+  test('numbers forgive surrounding spaces, as switches do', () => {
+    // Regression: parseSwitch trimmed its value but parseInteger did not, so " 80" was refused where " on " was not.
+    assert.equal(loadConfig({ PORT: ' 80 ' }).port, 80);
+    assert.equal(loadConfig({ WEBHOOK_MAX_ATTEMPTS: '3\n' }).webhook.maxAttempts, 3);
+    assert.equal(loadConfig({ PORT: '   ' }).port, 3000);
   });
 
   test('HOST, MAIL_DIR and LOG_LEVEL', () => {
@@ -176,6 +185,13 @@ describe('bad configuration stops the server', () => {
     assert.equal(lines.length, 1, `one line, got: ${stderr}`);
     assert.match(lines[0]!, /\bPORT\b/);
     assert.doesNotMatch(stderr, /\bat .*\.ts:\d+/, 'no stack trace');
+  });
+
+  test('PORT=0 exits 1 with one line naming PORT', async () => {
+    const { code, stderr } = await runServer({ PORT: '0' });
+    assert.equal(code, 1);
+    assert.equal(stderr.trimEnd().split('\n').length, 1, `one line, got: ${stderr}`);
+    assert.match(stderr, /\bPORT\b/);
   });
 
   test('a PUBLIC_URL with a path exits 1 with one line naming PUBLIC_URL', async () => {

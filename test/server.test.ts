@@ -1,5 +1,7 @@
 import { strict as assert } from 'node:assert';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,9 +9,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { connectDatabase } from '../src/db/connect.ts';
-import { freshDatabase, urlWithSchema, type TestDatabase } from './support/database.ts';
+import { freshDatabase, onPostgres, TEST_DATABASE_URL, urlWithSchema, type TestDatabase } from './support/database.ts';
 import { linkIn, readOutbox, type ReceivedMail } from './support/mail.ts';
-import { freePort } from './support/service-process.ts';
+import { freePort, startServiceProcess } from './support/service-process.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const STARTUP_DEADLINE_MS = 20_000;
@@ -139,5 +141,107 @@ describe('the real server, as a child process', () => {
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     child.kill('SIGTERM');
     assert.equal(await exited, 0, output);
+  });
+});
+
+describe('start-up failures stop the server with one line naming the variable', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'startup-test-'));
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  function runServer(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+    return new Promise((done) => {
+      const child = execFile(
+        './node_modules/.bin/node',
+        ['src/server.ts'],
+        { cwd: ROOT, env: { PATH: process.env.PATH ?? '', MAIL_DIR: join(dir, 'mail'), LOG_LEVEL: 'warn', ...env }, timeout: 20_000 },
+        (_error, _stdout, stderr) => done({ code: child.exitCode, stderr }),
+      );
+    });
+  }
+
+  function assertOneLine(result: { code: number | null; stderr: string }, variable: string): void {
+    assert.equal(result.code, 1, result.stderr);
+    const lines = result.stderr.trimEnd().split('\n');
+    assert.equal(lines.length, 1, `one line, got:\n${result.stderr}`);
+    assert.match(lines[0]!, new RegExp(`\\b${variable}\\b`));
+    assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack');
+  }
+
+  test('a directory as the SQLite path names DATABASE_URL', async () => {
+    // Regression: this and the failures below printed a stack trace instead of one line.
+    assertOneLine(await runServer({ DATABASE_URL: `sqlite:${dir}`, PORT: String(await freePort()) }), 'DATABASE_URL');
+  });
+
+  test('a port already in use names PORT', async () => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const { port } = blocker.address() as AddressInfo;
+      const result = await runServer({ DATABASE_URL: `sqlite:${join(dir, 'in-use.db')}`, HOST: '127.0.0.1', PORT: String(port) });
+      assertOneLine(result, 'PORT');
+      assert.match(result.stderr, new RegExp(`\\b${port}\\b`));
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve));
+    }
+  });
+
+  test('a HOST that is not an address of this machine names HOST', async () => {
+    assertOneLine(await runServer({ DATABASE_URL: `sqlite:${join(dir, 'host.db')}`, HOST: '192.0.2.1', PORT: String(await freePort()) }), 'HOST');
+  });
+
+  test('a PostgreSQL server that refuses the connection names DATABASE_URL, without the password', async () => {
+    const result = await runServer({ DATABASE_URL: `postgres://postgres:hunter2secret@127.0.0.1:${await freePort()}/app`, PORT: String(await freePort()) });
+    assertOneLine(result, 'DATABASE_URL');
+    assert.doesNotMatch(result.stderr, /hunter2secret/);
+  });
+
+  test('a PostgreSQL database that does not exist names DATABASE_URL', { skip: !onPostgres && 'needs PostgreSQL' }, async () => {
+    const url = new URL(TEST_DATABASE_URL);
+    url.pathname = '/no_such_database_for_this_test';
+    const result = await runServer({ DATABASE_URL: url.toString(), PORT: String(await freePort()) });
+    assertOneLine(result, 'DATABASE_URL');
+    assert.match(result.stderr, /no_such_database_for_this_test/);
+  });
+});
+
+describe('graceful shutdown', () => {
+  test('SIGTERM lets a request in flight finish, then exits 0', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sigterm-test-'));
+    const database = await freshDatabase(join(dir, 'service.db'));
+    const service = await startServiceProcess({ DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail') });
+    try {
+      const body = JSON.stringify({ email: 'in-flight@example.com', password: 'correct horse battery', name: 'In Flight' });
+      const half = Math.floor(body.length / 2);
+      const { port } = new URL(service.url);
+      let answered!: (value: { status: number; body: string }) => void;
+      const answer = new Promise<{ status: number; body: string }>((resolve) => (answered = resolve));
+      const req = httpRequest(
+        { host: '127.0.0.1', port: Number(port), path: '/api/auth/register', method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), origin: service.url } },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          res.on('end', () => answered({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', (error) => answered({ status: 0, body: String(error) }));
+      // Headers and half the body: the server is reading this request when the signal comes.
+      req.write(body.slice(0, half));
+      await delay(300);
+      const exited = service.kill('SIGTERM');
+      await delay(300);
+      assert.equal(service.child.exitCode, null, 'still running while the request is in flight');
+      req.end(body.slice(half));
+      const response = await answer;
+      assert.equal(response.status, 201, response.body);
+      assert.equal(JSON.parse(response.body).account.email, 'in-flight@example.com');
+      assert.equal(await exited, 0, service.stderr());
+    } finally {
+      await service.kill('SIGKILL');
+      await database.drop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -12,3 +12,15 @@ export const invalidEmailToken = () =>
 export const invalidEmail = () => new AppError(400, 'invalid_request', 'email must be a valid email address.');
 
 export const blankName = () => new AppError(400, 'invalid_request', 'name must not be blank.');
+
+export const nameWithControlCharacters = () =>
+  new AppError(400, 'invalid_request', 'name must not contain line breaks, control or text-direction characters.');
+
+/**
+ * More sign-ins, sign-ups and password changes than the hashing queue holds are
+ * waiting: the whole service is busy, not this client over a limit (that would be 429).
+ */
+export const hashingBusy = (retryAfterSeconds: number) =>
+  new AppError(503, 'service_unavailable', `Too many sign-ins are in progress. Try again in ${retryAfterSeconds} seconds.`, {
+    'retry-after': String(retryAfterSeconds),
+  });

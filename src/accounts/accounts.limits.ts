@@ -1,6 +1,6 @@
 import type { Deps } from '../shared/deps.ts';
 import { HOUR, MINUTE } from '../shared/clock.ts';
-import { allows, enforce, type Limit } from '../rate-limits/rate-limiter.ts';
+import { allows, enforceLimits, type Limit } from '../rate-limits/rate-limiter.ts';
 
 /** CONTRACT 4. Counted whether or not the account exists, so limits reveal nothing. */
 export const LIMITS = {
@@ -11,12 +11,19 @@ export const LIMITS = {
   mailPerEmail: { max: 5, windowMs: HOUR },
   /** Not in the contract: stops one client from mailing many strangers through `forgot`. */
   resetMailPerIp: { max: 20, windowMs: HOUR },
+  /**
+   * Not in the contract: guessing emailed tokens (32 random bytes) is hopeless, but each
+   * reset attempt with a live token costs a password hash, and each attempt costs a query.
+   * A person needs one or two; a page reloaded in a loop stays well under.
+   */
+  resetPerIp: { max: 20, windowMs: 15 * MINUTE },
+  verifyPerIp: { max: 60, windowMs: 15 * MINUTE },
 } satisfies Record<string, Limit>;
 
 /** @throws AppError 429 */
 export async function enforceSignInLimits(deps: Deps, email: string, ip: string): Promise<void> {
   if (!deps.config.rateLimit) return;
-  await enforce(deps.db, [
+  await enforceLimits(deps.db, [
     { key: `sign-in:email:${email}`, limit: LIMITS.signInPerEmail },
     { key: `sign-in:ip:${ip}`, limit: LIMITS.signInPerIp },
   ], deps.clock.now());
@@ -25,7 +32,7 @@ export async function enforceSignInLimits(deps: Deps, email: string, ip: string)
 /** @throws AppError 429 */
 export async function enforceSignUpLimits(deps: Deps, email: string, ip: string): Promise<void> {
   if (!deps.config.rateLimit) return;
-  await enforce(deps.db, [
+  await enforceLimits(deps.db, [
     { key: `sign-up:email:${email}`, limit: LIMITS.signUpPerEmail },
     { key: `sign-up:ip:${ip}`, limit: LIMITS.signUpPerIp },
   ], deps.clock.now());
@@ -34,7 +41,19 @@ export async function enforceSignUpLimits(deps: Deps, email: string, ip: string)
 /** @throws AppError 429 */
 export async function enforceVerificationMailLimit(deps: Deps, email: string): Promise<void> {
   if (!deps.config.rateLimit) return;
-  await enforce(deps.db, [{ key: `mail:email:${email}`, limit: LIMITS.mailPerEmail }], deps.clock.now());
+  await enforceLimits(deps.db, [{ key: `mail:email:${email}`, limit: LIMITS.mailPerEmail }], deps.clock.now());
+}
+
+/** @throws AppError 429 */
+export async function enforceResetLimit(deps: Deps, ip: string): Promise<void> {
+  if (!deps.config.rateLimit) return;
+  await enforceLimits(deps.db, [{ key: `reset:ip:${ip}`, limit: LIMITS.resetPerIp }], deps.clock.now());
+}
+
+/** @throws AppError 429 */
+export async function enforceVerifyLimit(deps: Deps, ip: string): Promise<void> {
+  if (!deps.config.rateLimit) return;
+  await enforceLimits(deps.db, [{ key: `verify:ip:${ip}`, limit: LIMITS.verifyPerIp }], deps.clock.now());
 }
 
 export async function resetMailAllowed(deps: Deps, email: string, ip: string): Promise<boolean> {

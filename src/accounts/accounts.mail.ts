@@ -8,15 +8,24 @@ interface Recipient {
 const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
+/** Line breaks, control and text-direction characters: what could fake lines or reorder text in a mail. */
+export const UNSAFE_NAME_CHARACTERS = /[\p{Cc}\p{Zl}\p{Zp}\u202A-\u202E\u2066-\u2069]/u;
+
+/** Registration refuses such names; this keeps names stored before that rule out of mails too. */
+function displayName(name: string): string {
+  return name.replace(new RegExp(UNSAFE_NAME_CHARACTERS.source, 'gu'), ' ').trim();
+}
+
 function compose(to: Recipient, subject: string, lines: string[], link?: { url: string; label: string }): MailMessage {
-  const text = [`Hello ${to.name},`, '', ...lines, ...(link ? ['', link.url] : []), '', '— Machine Platform'].join('\n');
+  const name = displayName(to.name);
+  const text = [`Hello ${name},`, '', ...lines, ...(link ? ['', link.url] : []), '', '— Machine Platform'].join('\n');
   const html = [
-    `<p>Hello ${escapeHtml(to.name)},</p>`,
+    `<p>Hello ${escapeHtml(name)},</p>`,
     ...lines.map((line) => `<p>${escapeHtml(line)}</p>`),
     ...(link ? [`<p><a href="${escapeHtml(link.url)}">${escapeHtml(link.label)}</a></p>`] : []),
     '<p>— Machine Platform</p>',
   ].join('\n');
-  return { to: to.email, subject, text, html };
+  return { to: { name, address: to.email }, subject, text, html };
 }
 
 export function verificationMail(publicUrl: string, to: Recipient, token: string): MailMessage {

@@ -16,32 +16,38 @@ export interface AccountWithPassword extends Account {
   passwordHash: string;
 }
 
-function toAccount(row: AccountsTable): AccountWithPassword {
+/** The columns an account shows; other tables join them in (an API key read with its owner). */
+export type AccountPublicRow = Pick<AccountsTable, 'id' | 'email' | 'name' | 'email_verified_at' | 'created_at'>;
+
+export function toAccount(row: AccountPublicRow): Account {
   return {
     id: row.id,
     email: row.email,
     name: row.name,
     emailVerified: row.email_verified_at !== null,
     createdAt: toIso(row.created_at),
-    passwordHash: row.password_hash,
   };
+}
+
+function toAccountWithPassword(row: AccountsTable): AccountWithPassword {
+  return { ...toAccount(row), passwordHash: row.password_hash };
 }
 
 export async function findAccountByEmail(db: Kysely<DB>, email: string): Promise<AccountWithPassword | undefined> {
   const row = await db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
-  return row && toAccount(row);
+  return row && toAccountWithPassword(row);
 }
 
 const accountById = prepared(1, (db, id: string) => db.selectFrom('accounts').selectAll().where('id', '=', id));
 
 export async function findAccountById(db: Kysely<DB>, id: string): Promise<AccountWithPassword | undefined> {
   const row = await accountById.executeTakeFirst(db, id);
-  return row && toAccount(row);
+  return row && toAccountWithPassword(row);
 }
 
 export async function insertAccount(db: Kysely<DB>, row: AccountsTable): Promise<AccountWithPassword> {
   await db.insertInto('accounts').values(row).execute();
-  return toAccount(row);
+  return toAccountWithPassword(row);
 }
 
 export async function updatePasswordHash(db: Kysely<DB>, id: string, passwordHash: string, now: number): Promise<void> {

@@ -1,11 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { refuseBody } from '../http/validation.ts';
 import { accountIdOf, sessionOf } from '../http/auth.ts';
-import { notFound } from '../http/errors.ts';
 import { ListQuerySchema, pageSchema, toPage, DEFAULT_PAGE_SIZE } from '../http/pagination.ts';
 import { IdParamsSchema, OkSchema, responses } from '../http/schemas.ts';
-import { hashToken } from '../shared/secrets.ts';
-import { publicAccount } from './accounts.repository.ts';
 import {
   AccountResponse,
   ChangePasswordBody,
@@ -17,32 +15,31 @@ import {
   TokenBody,
 } from './accounts.schemas.ts';
 import {
+  accountView,
   changePassword,
   confirmEmail,
-  getAccount,
   register,
   requestEmailConfirmation,
   resetPassword,
-  sendEmailConfirmation,
-  sendPasswordChangedNotice,
   sendPasswordReset,
   signIn,
 } from './accounts.service.ts';
-import { deleteSession, deleteSessionByTokenHash } from './sessions.repository.ts';
-import { clearSessionCookie, clientInfo, listSessions, readSessionCookie, setSessionCookie } from './sessions.service.ts';
+import { dummyPasswordHash } from './passwords.ts';
+import { clearSessionCookie, clientInfo, endSession, listSessions, readSessionCookie, setSessionCookie, signOut } from './sessions.service.ts';
 
 const tags = ['accounts'];
 
 export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { deps } = app;
+  // Now, in the background: the first sign-in with an unknown email must cost one hash, not two.
+  void dummyPasswordHash(deps.config.passwordHashCost).catch(() => {});
 
   app.post('/api/auth/register', {
     config: { auth: 'none' },
     schema: { tags, summary: 'Create an account and sign in; sends a confirmation mail', body: RegisterBody, response: responses({ 201: AccountResponse }) },
   }, async (request, reply) => {
-    const { account, sessionToken, verificationToken } = await register(deps, request.body, clientInfo(request));
+    const { account, sessionToken } = await register(deps, request.body, clientInfo(request));
     setSessionCookie(reply, deps.config, sessionToken);
-    reply.afterResponse('confirmation mail', () => sendEmailConfirmation(deps, account, verificationToken));
     return reply.code(201).send({ account });
   });
 
@@ -57,10 +54,11 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/api/auth/logout', {
     config: { auth: 'none' },
+    preValidation: refuseBody,
     schema: { tags, summary: 'Sign out this session', response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
     const token = readSessionCookie(request);
-    if (token !== undefined) await deleteSessionByTokenHash(deps.db, hashToken(token));
+    if (token !== undefined) await signOut(deps.db, token);
     clearSessionCookie(reply, deps.config);
     return reply.code(204).send(null);
   });
@@ -69,7 +67,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'none' },
     schema: { tags, summary: 'Confirm the email address with the token from the emailed link', body: TokenBody, response: responses({ 200: OkSchema }) },
   }, async (request) => {
-    await confirmEmail(deps, request.body.token);
+    await confirmEmail(deps, request.body.token, request.ip);
     return { ok: true as const };
   });
 
@@ -85,6 +83,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const { email } = request.body;
     const ip = request.ip;
+    // After the response: whether a mail is sent (the account exists) must not show in the timing.
     reply.afterResponse('password reset mail', () => sendPasswordReset(deps, email, ip));
     return { ok: true as const };
   });
@@ -100,7 +99,6 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const { account, sessionToken } = await resetPassword(deps, request.body, clientInfo(request));
     setSessionCookie(reply, deps.config, sessionToken);
-    reply.afterResponse('password notice', () => sendPasswordChangedNotice(deps, account, 'reset'));
     return { account };
   });
 
@@ -109,14 +107,14 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request) => {
     // An API key arrives with its owner's fields, read (or cached) with the key itself.
     if (request.principal?.kind === 'api_key') return { account: request.principal.account };
-    return { account: publicAccount(await getAccount(deps.db, accountIdOf(request))) };
+    return { account: await accountView(deps.db, accountIdOf(request)) };
   });
 
   app.post('/api/me/verify-email', {
+    preValidation: refuseBody,
     schema: { tags, summary: 'Send a new confirmation mail', response: responses({ 202: OkSchema }) },
   }, async (request, reply) => {
-    const issued = await requestEmailConfirmation(deps, accountIdOf(request));
-    if (issued !== null) reply.afterResponse('confirmation mail', () => sendEmailConfirmation(deps, issued.account, issued.token));
+    await requestEmailConfirmation(deps, accountIdOf(request));
     return reply.code(202).send({ ok: true as const });
   });
 
@@ -128,10 +126,9 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       body: ChangePasswordBody,
       response: responses({ 200: OkSchema }),
     },
-  }, async (request, reply) => {
+  }, async (request) => {
     const { accountId, sessionId } = sessionOf(request);
-    const account = await changePassword(deps, accountId, sessionId, request.body, request.ip);
-    reply.afterResponse('password notice', () => sendPasswordChangedNotice(deps, account, 'changed'));
+    await changePassword(deps, accountId, sessionId, request.body, request.ip);
     return { ok: true as const };
   });
 
@@ -144,9 +141,10 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   });
 
   app.delete('/api/me/sessions/:id', {
+    preValidation: refuseBody,
     schema: { tags, summary: 'Sign out one session', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
-    if (!(await deleteSession(deps.db, accountIdOf(request), request.params.id))) throw notFound('The session');
+    await endSession(deps.db, accountIdOf(request), request.params.id);
     return reply.code(204).send(null);
   });
 };

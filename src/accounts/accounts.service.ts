@@ -8,9 +8,24 @@ import { DAY, HOUR, toIso } from '../shared/clock.ts';
 import type { Deps } from '../shared/deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
-import { blankName, emailTaken, invalidCredentials, invalidEmail, invalidEmailToken, wrongCurrentPassword } from './accounts.errors.ts';
-import { enforceSignInLimits, enforceSignUpLimits, enforceVerificationMailLimit, resetMailAllowed } from './accounts.limits.ts';
-import { passwordChangedMail, passwordResetMail, verificationMail } from './accounts.mail.ts';
+import {
+  blankName,
+  emailTaken,
+  invalidCredentials,
+  invalidEmail,
+  invalidEmailToken,
+  nameWithControlCharacters,
+  wrongCurrentPassword,
+} from './accounts.errors.ts';
+import {
+  enforceResetLimit,
+  enforceSignInLimits,
+  enforceSignUpLimits,
+  enforceVerificationMailLimit,
+  enforceVerifyLimit,
+  resetMailAllowed,
+} from './accounts.limits.ts';
+import { passwordChangedMail, passwordResetMail, UNSAFE_NAME_CHARACTERS, verificationMail } from './accounts.mail.ts';
 import {
   findAccountByEmail,
   findAccountById,
@@ -19,16 +34,25 @@ import {
   publicAccount,
   updatePasswordHash,
   type Account,
+  type AccountWithPassword,
 } from './accounts.repository.ts';
 import type { EmailTokenPurpose } from './accounts.tables.ts';
-import { consumeEmailToken, insertEmailToken, retireEmailTokens } from './email-tokens.repository.ts';
+import { consumeEmailToken, insertEmailToken, isEmailTokenUsable, retireEmailTokens } from './email-tokens.repository.ts';
 import { dummyPasswordHash, hashPassword, needsRehash, verifyPassword } from './passwords.ts';
 import { createSession, type ClientInfo } from './sessions.service.ts';
 import { deleteSessionsOfAccount } from './sessions.repository.ts';
 
 const TOKEN_LIFETIME: Record<EmailTokenPurpose, number> = { verify_email: DAY, reset_password: HOUR };
-const EMAIL_SHAPE = /^[^\s@]{1,64}@[^\s@]+\.[^\s@]+$/;
+/**
+ * RFC 5321's dot-atom local part, without quoted strings or comments: none of
+ * `<>,;:"()[]\\`, whitespace or control characters, which would let a mail
+ * library read the address as a list or a display name and mail someone else.
+ */
+const LOCAL_PART = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+/** A DNS label; letters of any script, for internationalised domains (nodemailer sends them as punycode). */
+const DOMAIN_LABEL = /^[\p{L}\p{M}\p{N}](?:[\p{L}\p{M}\p{N}-]{0,61}[\p{L}\p{M}\p{N}])?$/u;
 const EMAIL_MAX_LENGTH = 254;
+const LOCAL_PART_MAX_LENGTH = 64;
 
 export interface SignedIn {
   account: Account;
@@ -40,11 +64,38 @@ export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase();
 }
 
+/** True for `local@domain.tld` within RFC 5321's lengths: what is stored is then exactly one mailbox. */
+export function isDeliverableAddress(email: string): boolean {
+  if (email.length > EMAIL_MAX_LENGTH) return false;
+  const at = email.lastIndexOf('@');
+  const local = email.slice(0, at);
+  const labels = email.slice(at + 1).split('.');
+  return (
+    at > 0 &&
+    local.length <= LOCAL_PART_MAX_LENGTH &&
+    LOCAL_PART.test(local) &&
+    labels.length >= 2 &&
+    labels.every((label) => DOMAIN_LABEL.test(label)) &&
+    !/^\d+$/.test(labels.at(-1)!)
+  );
+}
+
 /** @throws AppError 400 when the address cannot be one. */
 function validEmail(email: string): string {
   const normalized = normalizeEmail(email);
-  if (normalized.length > EMAIL_MAX_LENGTH || !EMAIL_SHAPE.test(normalized)) throw invalidEmail();
+  if (!isDeliverableAddress(normalized)) throw invalidEmail();
   return normalized;
+}
+
+/**
+ * The name greets the person in every mail, so it must stay one line of plain text.
+ * @throws AppError 400 when blank or carrying line breaks, control or text-direction characters.
+ */
+function validName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed === '') throw blankName();
+  if (UNSAFE_NAME_CHARACTERS.test(trimmed)) throw nameWithControlCharacters();
+  return trimmed;
 }
 
 async function issueEmailToken(db: Kysely<DB>, accountId: string, purpose: EmailTokenPurpose, now: number): Promise<string> {
@@ -54,23 +105,19 @@ async function issueEmailToken(db: Kysely<DB>, accountId: string, purpose: Email
 }
 
 /**
- * Creates the account and its first session; the confirmation mail is the caller's to send after responding.
- * @throws AppError 400 invalid email or blank name, 409 email_taken, 429 rate_limited.
+ * Creates the account and its first session, and sends the confirmation mail in the background.
+ * @throws AppError 400 invalid email or name, 409 email_taken, 429 rate_limited, 503 hashing queue full.
  */
-export async function register(
-  deps: Deps,
-  input: { email: string; password: string; name: string },
-  client: ClientInfo,
-): Promise<SignedIn & { verificationToken: string }> {
+export async function register(deps: Deps, input: { email: string; password: string; name: string }, client: ClientInfo): Promise<SignedIn> {
   const email = validEmail(input.email);
-  const name = input.name.trim();
-  if (name === '') throw blankName();
+  const name = validName(input.name);
   await enforceSignUpLimits(deps, email, client.ip);
   if (await findAccountByEmail(deps.db, email)) throw emailTaken();
   const passwordHash = await hashPassword(input.password, deps.config.passwordHashCost);
   const now = deps.clock.now();
+  let created: SignedIn & { verificationToken: string };
   try {
-    return await inTransaction(deps.db, async ({ db: trx }) => {
+    created = await inTransaction(deps.db, async ({ db: trx }) => {
       const account = await insertAccount(trx, {
         id: newId('acct', now),
         email,
@@ -88,6 +135,18 @@ export async function register(
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
   }
+  sendInBackground(deps, 'confirmation mail', () => sendEmailConfirmation(deps, created.account, created.verificationToken));
+  return { account: created.account, sessionToken: created.sessionToken };
+}
+
+/**
+ * Mail that must go out once its change is committed, whatever becomes of the
+ * request: started now, not after the response, so a client that disconnects
+ * cannot suppress a security notice. (Only `forgot` waits for the response: its
+ * timing must not reveal whether the account exists; these are sent to a known account.)
+ */
+function sendInBackground(deps: Deps, name: string, task: () => Promise<void>): void {
+  deps.background.run(name, task);
 }
 
 /**
@@ -109,8 +168,9 @@ export async function signIn(deps: Deps, input: { email: string; password: strin
   return { account: publicAccount(account), sessionToken: session.token };
 }
 
-/** @throws AppError 400 invalid_token when the link is unknown, used or expired. */
-export async function confirmEmail(deps: Deps, token: string): Promise<void> {
+/** @throws AppError 400 invalid_token when the link is unknown, used or expired, 429 beyond the per-IP limit. */
+export async function confirmEmail(deps: Deps, token: string, ip: string): Promise<void> {
+  await enforceVerifyLimit(deps, ip);
   const now = deps.clock.now();
   const confirmed = await inTransaction(deps.db, async (tx) => {
     const accountId = await consumeEmailToken(tx.db, hashToken(token), 'verify_email', now);
@@ -124,18 +184,18 @@ export async function confirmEmail(deps: Deps, token: string): Promise<void> {
 }
 
 /**
- * Issues a new confirmation link; null when the address is already confirmed.
+ * Issues a new confirmation link and mails it in the background; nothing when the address is already confirmed.
  * @throws AppError 429 beyond the mail limit.
  */
-export async function requestEmailConfirmation(deps: Deps, accountId: string): Promise<{ account: Account; token: string } | null> {
+export async function requestEmailConfirmation(deps: Deps, accountId: string): Promise<void> {
   const account = await getAccount(deps.db, accountId);
-  if (account.emailVerified) return null;
+  if (account.emailVerified) return;
   await enforceVerificationMailLimit(deps, account.email);
   const token = await issueEmailToken(deps.db, account.id, 'verify_email', deps.clock.now());
-  return { account: publicAccount(account), token };
+  sendInBackground(deps, 'confirmation mail', () => sendEmailConfirmation(deps, publicAccount(account), token));
 }
 
-export function sendEmailConfirmation(deps: Deps, account: Account, token: string): Promise<void> {
+function sendEmailConfirmation(deps: Deps, account: Account, token: string): Promise<void> {
   return deps.mailer.send(verificationMail(deps.config.publicUrl, account, token));
 }
 
@@ -153,16 +213,20 @@ export async function sendPasswordReset(deps: Deps, rawEmail: string, ip: string
 }
 
 /**
- * Sets the new password, signs out every session and signs the caller in. The
- * link proves the mailbox, so the address counts as confirmed too.
- * @throws AppError 400 invalid_token.
+ * Sets the new password, signs out every session, signs the caller in and
+ * sends the security notice. The link proves the mailbox, so the address counts as confirmed too.
+ * @throws AppError 400 invalid_token, 429 beyond the per-IP limit, 503 hashing queue full.
  */
 export async function resetPassword(deps: Deps, input: { token: string; password: string }, client: ClientInfo): Promise<SignedIn> {
+  await enforceResetLimit(deps, client.ip);
+  const tokenHash = hashToken(input.token);
+  // A read first: a bad link must not cost a password hash. The consume below stays the atomic check.
+  if (!(await isEmailTokenUsable(deps.db, tokenHash, 'reset_password', deps.clock.now()))) throw invalidEmailToken();
   const passwordHash = await hashPassword(input.password, deps.config.passwordHashCost);
   const now = deps.clock.now();
   const result = await inTransaction(deps.db, async (tx) => {
     const trx = tx.db;
-    const accountId = await consumeEmailToken(trx, hashToken(input.token), 'reset_password', now);
+    const accountId = await consumeEmailToken(trx, tokenHash, 'reset_password', now);
     if (accountId === undefined) return null;
     await updatePasswordHash(trx, accountId, passwordHash, now);
     await markEmailVerified(trx, accountId, now);
@@ -174,12 +238,13 @@ export async function resetPassword(deps: Deps, input: { token: string; password
     return { account: publicAccount(account!), sessionToken: session.token };
   });
   if (result === null) throw invalidEmailToken();
+  sendInBackground(deps, 'password notice', () => sendPasswordChangedNotice(deps, result.account, 'reset'));
   return result;
 }
 
 /**
- * Changes the password of a signed-in account and signs out every other session.
- * @throws AppError 401 when the current password is wrong, 429 beyond the sign-in limit.
+ * Changes the password of a signed-in account, signs out every other session and sends the security notice.
+ * @throws AppError 401 when the current password is wrong, 429 beyond the sign-in limit, 503 hashing queue full.
  */
 export async function changePassword(
   deps: Deps,
@@ -199,15 +264,22 @@ export async function changePassword(
     await retireEmailTokens(trx, accountId, 'reset_password', now);
     await deleteSessionsOfAccount(trx, accountId, currentSessionId);
   });
-  return publicAccount(account);
+  const changed = publicAccount(account);
+  sendInBackground(deps, 'password notice', () => sendPasswordChangedNotice(deps, changed, 'changed'));
+  return changed;
 }
 
-export function sendPasswordChangedNotice(deps: Deps, account: Account, how: 'changed' | 'reset'): Promise<void> {
+function sendPasswordChangedNotice(deps: Deps, account: Account, how: 'changed' | 'reset'): Promise<void> {
   return deps.mailer.send(passwordChangedMail(deps.config.publicUrl, account, how, toIso(deps.clock.now())));
 }
 
 /** @throws AppError 404 (the account was deleted under a live credential). */
-export async function getAccount(db: Kysely<DB>, accountId: string) {
+export async function accountView(db: Kysely<DB>, accountId: string): Promise<Account> {
+  return publicAccount(await getAccount(db, accountId));
+}
+
+/** @throws AppError 404 (the account was deleted under a live credential). */
+export async function getAccount(db: Kysely<DB>, accountId: string): Promise<AccountWithPassword> {
   const account = await findAccountById(db, accountId);
   if (account === undefined) throw notFound('The account');
   return account;

@@ -12,6 +12,19 @@ export async function insertEmailToken(
     .execute();
 }
 
+/** Whether the token exists, unused and unexpired: a read, so a bad link is refused before any costly work. */
+export async function isEmailTokenUsable(db: Kysely<DB>, tokenHash: string, purpose: EmailTokenPurpose, now: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('email_tokens')
+    .select('account_id')
+    .where('token_hash', '=', tokenHash)
+    .where('purpose', '=', purpose)
+    .where('used_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 /**
  * Marks the token used and returns its account, in one statement: of two
  * concurrent uses exactly one gets the account back.

@@ -6,7 +6,15 @@ import type { Principal } from '../http/auth.ts';
 import { DAY, MINUTE, toIso } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
-import { findSessionByTokenHash, insertSession, listSessionRows, touchSession } from './sessions.repository.ts';
+import {
+  deleteSession,
+  deleteSessionByTokenHash,
+  findSessionByTokenHash,
+  insertSession,
+  listSessionRows,
+  touchSession,
+} from './sessions.repository.ts';
+import { notFound } from '../http/errors.ts';
 
 export const SESSION_IDLE_MS = 30 * DAY;
 /** lastSeenAt is written at most this often, so reading pages does not mean writing rows. */
@@ -69,6 +77,19 @@ export async function listSessions(db: Kysely<DB>, accountId: string, currentSes
       current: row.id === currentSessionId,
     }),
   );
+}
+
+/** Ends the session behind a cookie token, if there is one. */
+export async function signOut(db: Kysely<DB>, token: string): Promise<void> {
+  await deleteSessionByTokenHash(db, hashToken(token));
+}
+
+/**
+ * Ends one session of the account.
+ * @throws AppError 404 unknown session (or another account's).
+ */
+export async function endSession(db: Kysely<DB>, accountId: string, sessionId: string): Promise<void> {
+  if (!(await deleteSession(db, accountId, sessionId))) throw notFound('The session');
 }
 
 export function sessionCookieName(config: Pick<Config, 'secureCookies'>): string {

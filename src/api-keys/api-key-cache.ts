@@ -1,19 +1,19 @@
-import type { Account } from '../accounts/accounts.repository.ts';
 import type { Signal } from '../shared/signals.ts';
+import type { StoredApiKey } from './api-keys.repository.ts';
 
-export interface KnownKey {
-  id: string;
-  accountId: string;
-  lastUsedAt: number | null;
-  /** The owner's public fields, as read with the key. */
-  account: Account;
-}
+/** A key as read from the database; `lastUsedAt` is updated in place as this process records uses. */
+export type KnownKey = StoredApiKey;
 
 export interface ApiKeyCache {
   /** Starts a lookup; pass the result to `remember`, which ignores it if a key was revoked meanwhile. */
   begin(): number;
-  get(tokenHash: string, now: number): KnownKey | undefined;
-  remember(tokenHash: string, key: KnownKey, now: number, startedAt: number): void;
+  /**
+   * `dataVersion`: SQLite's `data_version` read just now (0 where it does not apply); a key
+   * remembered under another version is not trusted, since another process has committed since.
+   */
+  get(tokenHash: string, now: number, dataVersion: number): KnownKey | undefined;
+  /** `dataVersion` as read before the lookup began, so a commit during the lookup invalidates the entry. */
+  remember(tokenHash: string, key: KnownKey, now: number, startedAt: number, dataVersion: number): void;
   /** Drops a revoked key (`api-key:<id>`) or every key of a changed account (`account:<id>`), signalled by any process. */
   hear(signal: Signal): void;
 }
@@ -25,12 +25,12 @@ const MAX_ENTRIES = 10_000;
 /**
  * Authenticated API keys, so that a busy client does not cost a database read
  * per request. Revocation reaches it at once: in this process after the
- * commit, in others through the signal (NOTIFY on PostgreSQL); a missed
- * signal (a lost listener connection, several processes on one SQLite file)
- * is bounded by TRUST_MS.
+ * commit; in others through the signal (NOTIFY) on PostgreSQL, and on a SQLite
+ * file through `data_version`, which changes with every commit of another
+ * process. A missed NOTIFY (a lost listener connection) is bounded by TRUST_MS.
  */
 export function createApiKeyCache(): ApiKeyCache {
-  const entries = new Map<string, { key: KnownKey; until: number }>();
+  const entries = new Map<string, { key: KnownKey; until: number; dataVersion: number }>();
   const hashById = new Map<string, string>();
   let revocations = 0;
 
@@ -51,22 +51,22 @@ export function createApiKeyCache(): ApiKeyCache {
 
   return {
     begin: () => revocations,
-    get(tokenHash, now) {
+    get(tokenHash, now, dataVersion) {
       const entry = entries.get(tokenHash);
       if (entry === undefined) return undefined;
-      if (entry.until > now) return entry.key;
+      if (entry.until > now && entry.dataVersion === dataVersion) return entry.key;
       entries.delete(tokenHash);
       hashById.delete(entry.key.id);
       return undefined;
     },
-    remember(tokenHash, key, now, startedAt) {
+    remember(tokenHash, key, now, startedAt, dataVersion) {
       if (startedAt !== revocations) return;
       if (entries.size >= MAX_ENTRIES) {
         const oldest = entries.keys().next().value!;
         hashById.delete(entries.get(oldest)!.key.id);
         entries.delete(oldest);
       }
-      entries.set(tokenHash, { key, until: now + TRUST_MS });
+      entries.set(tokenHash, { key, until: now + TRUST_MS, dataVersion });
       hashById.set(key.id, tokenHash);
     },
     hear(signal) {

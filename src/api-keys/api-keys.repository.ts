@@ -1,7 +1,16 @@
-import type { Kysely } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { prepared } from '../db/prepared.ts';
+import { toAccount, type Account } from '../accounts/accounts.repository.ts';
 import type { ApiKeysTable } from './api-keys.tables.ts';
+
+export interface StoredApiKey {
+  id: string;
+  accountId: string;
+  lastUsedAt: number | null;
+  /** The owner's public fields, read with the key. */
+  account: Account;
+}
 
 export async function insertApiKey(db: Kysely<DB>, row: ApiKeysTable): Promise<void> {
   await db.insertInto('api_keys').values(row).execute();
@@ -11,13 +20,14 @@ const keyByTokenHash = prepared(1, (db, tokenHash: string) =>
   db
     .selectFrom('api_keys as k')
     .innerJoin('accounts as a', 'a.id', 'k.account_id')
-    .select(['k.id', 'k.account_id', 'k.last_used_at', 'a.email', 'a.name', 'a.email_verified_at', 'a.created_at'])
+    .select(['k.id as key_id', 'k.last_used_at', 'a.id', 'a.email', 'a.name', 'a.email_verified_at', 'a.created_at'])
     .where('k.token_hash', '=', tokenHash),
 );
 
 /** The key and its owner's public fields, in one read. */
-export async function findApiKeyByTokenHash(db: Kysely<DB>, tokenHash: string) {
-  return keyByTokenHash.executeTakeFirst(db, tokenHash);
+export async function findApiKeyByTokenHash(db: Kysely<DB>, tokenHash: string): Promise<StoredApiKey | undefined> {
+  const row = await keyByTokenHash.executeTakeFirst(db, tokenHash);
+  return row && { id: row.key_id, accountId: row.id, lastUsedAt: row.last_used_at, account: toAccount(row) };
 }
 
 export async function listApiKeyRows(db: Kysely<DB>, accountId: string, limit: number, before: string | undefined) {
@@ -35,6 +45,18 @@ export async function deleteApiKey(db: Kysely<DB>, accountId: string, id: string
   return result.numDeletedRows > 0n;
 }
 
-export async function recordApiKeyUse(db: Kysely<DB>, id: string, now: number): Promise<void> {
-  await db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', id).execute();
+/**
+ * Sets last_used_at to `now` unless it was set within `resolutionMs`, decided
+ * by the database: each process remembers only its own writes, so the
+ * condition is what keeps it to one write a minute across processes.
+ * True when this call wrote.
+ */
+export async function recordApiKeyUse(db: Kysely<DB>, id: string, now: number, resolutionMs: number): Promise<boolean> {
+  const result = await db
+    .updateTable('api_keys')
+    .set({ last_used_at: now })
+    .where('id', '=', id)
+    .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<=', now - resolutionMs)]))
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }

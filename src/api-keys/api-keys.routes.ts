@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { refuseBody } from '../http/validation.ts';
 import { accountIdOf } from '../http/auth.ts';
-import { invalidRequest } from '../http/errors.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, NullableTimestamp, responses, Timestamp } from '../http/schemas.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from './api-keys.service.ts';
@@ -30,11 +30,7 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/api/keys', {
     schema: { tags, summary: 'Create an API key (shown once)', body: CreateApiKeyBody, response: responses({ 201: CreatedApiKeySchema }) },
-  }, async (request, reply) => {
-    const name = request.body.name.trim();
-    if (name === '') throw invalidRequest('name must not be blank.');
-    return reply.code(201).send(await createApiKey(deps.db, accountIdOf(request), name, deps.clock.now()));
-  });
+  }, async (request, reply) => reply.code(201).send(await createApiKey(deps.db, accountIdOf(request), request.body.name, deps.clock.now())));
 
   app.get('/api/keys', {
     schema: { tags, summary: "The account's API keys", querystring: ListQuerySchema, response: responses({ 200: pageSchema(ApiKeySchema) }) },
@@ -44,6 +40,7 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox = async (app) => {
   });
 
   app.delete('/api/keys/:id', {
+    preValidation: refuseBody,
     schema: { tags, summary: 'Revoke an API key; it fails at once', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
     await revokeApiKey(deps, accountIdOf(request), request.params.id);

@@ -9,6 +9,7 @@ import { inTransaction } from '../db/transaction.ts';
 import { notFound } from '../http/errors.ts';
 import type { Deps } from '../shared/deps.ts';
 import { announce } from '../shared/signals.ts';
+import { blankName } from '../accounts/accounts.errors.ts';
 import { deleteApiKey, findApiKeyByTokenHash, insertApiKey, listApiKeyRows, recordApiKeyUse } from './api-keys.repository.ts';
 
 /** CONTRACT 5: lastUsedAt is written at most once a minute per key. */
@@ -30,8 +31,13 @@ export interface CreatedApiKey {
   createdAt: string;
 }
 
-/** The key itself is in this answer only; the database keeps its SHA-256. */
-export async function createApiKey(db: Kysely<DB>, accountId: string, name: string, now: number): Promise<CreatedApiKey> {
+/**
+ * The key itself is in this answer only; the database keeps its SHA-256.
+ * @throws AppError 400 when the name is blank.
+ */
+export async function createApiKey(db: Kysely<DB>, accountId: string, rawName: string, now: number): Promise<CreatedApiKey> {
+  const name = rawName.trim();
+  if (name === '') throw blankName();
   const key = generateToken('tmk_');
   const id = newId('key', now);
   await insertApiKey(db, {
@@ -60,26 +66,22 @@ export async function listApiKeys(db: Kysely<DB>, accountId: string, limit: numb
 /** Bearer authenticator for `tmk_` tokens. A malformed key is refused without a lookup. */
 export async function authenticateApiKey(request: FastifyRequest, token: string): Promise<Principal | null> {
   if (!isWellFormedToken(token, 'tmk_')) return null;
-  const { db, clock, apiKeyCache } = request.server.deps;
+  const { db, clock, apiKeyCache, otherProcessesCommits } = request.server.deps;
   const tokenHash = hashToken(token);
+  // PostgreSQL processes hear revocations by NOTIFY; on a shared SQLite file nothing tells them, so ask.
+  const dataVersion = await otherProcessesCommits();
   let now = clock.now();
-  let key = apiKeyCache.get(tokenHash, now);
+  let key = apiKeyCache.get(tokenHash, now, dataVersion);
   if (key === undefined) {
     const startedAt = apiKeyCache.begin();
-    const row = await findApiKeyByTokenHash(db, tokenHash);
-    if (row === undefined) return null;
-    key = {
-      id: row.id,
-      accountId: row.account_id,
-      lastUsedAt: row.last_used_at,
-      account: { id: row.account_id, email: row.email, name: row.name, emailVerified: row.email_verified_at !== null, createdAt: toIso(row.created_at) },
-    };
+    key = await findApiKeyByTokenHash(db, tokenHash);
+    if (key === undefined) return null;
     now = clock.now();
-    apiKeyCache.remember(tokenHash, key, now, startedAt);
+    apiKeyCache.remember(tokenHash, key, now, startedAt, dataVersion);
   }
   if (key.lastUsedAt === null || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS) {
     key.lastUsedAt = now;
-    await recordApiKeyUse(db, key.id, now);
+    await recordApiKeyUse(db, key.id, now, LAST_USED_RESOLUTION_MS);
   }
   return { kind: 'api_key', accountId: key.accountId, apiKeyId: key.id, account: key.account };
 }

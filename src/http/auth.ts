@@ -35,6 +35,22 @@ declare module 'fastify' {
   }
 }
 
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Every request that carries the cookie, except a safe-method page load
+ * outside the API (a dashboard page or a live view opened from a link in
+ * another site, which a browser sends with the cookie and `Sec-Fetch-Site: cross-site`).
+ * Decided by the route the router matched, never by the raw URL: the router
+ * decodes the path, so `/%61pi/keys` is `/api/keys` to it but not to `startsWith('/api/')`.
+ * An unmatched request (no route) is checked too.
+ */
+function needsOriginCheck(request: FastifyRequest): boolean {
+  if (!SAFE_METHODS.has(request.method)) return true;
+  const route = request.routeOptions.url;
+  return route === undefined || route.startsWith('/api/');
+}
+
 const MACHINE_TOKEN_SCOPE = "A machine token works only on its own machine's /mcp and /live-view endpoints.";
 
 export const authPlugin = fp(
@@ -53,14 +69,14 @@ export const authPlugin = fp(
         return done(error as Error);
       }
       const sessionToken = bearer === undefined ? readSessionCookie(request) : undefined;
-      if (sessionToken !== undefined && request.url.startsWith('/api/') && !comesFromOwnOrigin(request.method, request.headers, app.deps.config.publicUrl)) {
+      if (sessionToken !== undefined && needsOriginCheck(request) && !comesFromOwnOrigin(request.method, request.headers, app.deps.config.publicUrl)) {
         return done(new AppError(403, 'cross_site', 'Requests signed in with the session cookie must come from the dashboard itself.'));
       }
       if (requirement === 'none') return done();
       const authenticated = bearer !== undefined ? authenticateBearer(request, bearer) : authenticateCookie(request, reply, sessionToken);
       authenticated.then((principal) => {
         request.principal = principal;
-        enforce(requirement, principal, request);
+        assertInScope(requirement, principal, request);
       }).then(() => done(), done);
     });
   },
@@ -94,7 +110,8 @@ async function authenticateCookie(request: FastifyRequest, reply: FastifyReply, 
   return principal;
 }
 
-function enforce(requirement: AuthRequirement, principal: Principal, request: FastifyRequest): void {
+/** @throws AppError 403 when the credential is valid but not allowed on this route. */
+function assertInScope(requirement: AuthRequirement, principal: Principal, request: FastifyRequest): void {
   if (requirement === 'session' && principal.kind !== 'session') {
     throw forbidden(principal.kind === 'machine' ? MACHINE_TOKEN_SCOPE : 'This endpoint is for the signed-in dashboard, not API keys.');
   }
@@ -103,13 +120,19 @@ function enforce(requirement: AuthRequirement, principal: Principal, request: Fa
   if (requirement !== 'machine' || pathMachineId !== principal.machineId) throw forbidden(MACHINE_TOKEN_SCOPE);
 }
 
-/** The account a request acts for; only called on routes that require a credential. */
+/**
+ * The account a request acts for; only called on routes that require a credential.
+ * @throws AppError 401 when the request carries none (a route declared `auth: 'none'` calling it by mistake).
+ */
 export function accountIdOf(request: FastifyRequest): string {
   if (request.principal === null) throw unauthenticated();
   return request.principal.accountId;
 }
 
-/** The session a `session`-only route runs under. */
+/**
+ * The session a `session`-only route runs under.
+ * @throws AppError 401 when the request is not signed in with the session cookie.
+ */
 export function sessionOf(request: FastifyRequest): Extract<Principal, { kind: 'session' }> {
   if (request.principal?.kind !== 'session') throw unauthenticated();
   return request.principal;

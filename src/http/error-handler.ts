@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from './errors.ts';
 import { buildProblem, PROBLEM_CONTENT_TYPE } from './problem.ts';
@@ -7,7 +9,6 @@ const CODE_BY_CLIENT_STATUS: Record<number, string> = {
   401: 'unauthenticated',
   403: 'forbidden',
   404: 'not_found',
-  405: 'method_not_allowed',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
   429: 'rate_limited',
@@ -40,7 +41,7 @@ export function registerErrorHandler(app: FastifyInstance, publicUrl: string): v
   );
 }
 
-function sendProblem(reply: FastifyReply, publicUrl: string, status: number, code: string, detail: string, headers: Record<string, string> = {}) {
+export function sendProblem(reply: FastifyReply, publicUrl: string, status: number, code: string, detail: string, headers: Record<string, string> = {}) {
   reply.code(status).headers(headers).type(PROBLEM_CONTENT_TYPE);
   return reply.send(JSON.stringify(buildProblem(publicUrl, status, code, detail)));
 }
@@ -62,13 +63,40 @@ export function frameworkErrorHandler(publicUrl: string) {
   };
 }
 
+/**
+ * Fastify's `clientErrorHandler` option: a request Node's HTTP parser refuses
+ * (malformed, headers over the size limit, too slow) never becomes a request,
+ * so the answer is written to the socket here, as problem+json like every other.
+ */
+export function clientErrorHandler(publicUrl: string) {
+  return (error: NodeJS.ErrnoException, socket: Socket): void => {
+    // A reset connection has nobody left to answer.
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const [status, code, detail] = describeClientError(error.code);
+    const body = JSON.stringify(buildProblem(publicUrl, status, code, detail));
+    if (socket.writable) {
+      socket.write(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy(error);
+  };
+}
+
+function describeClientError(code: string | undefined): [status: number, code: string, detail: string] {
+  if (code === 'HPE_HEADER_OVERFLOW') return [431, 'headers_too_large', 'The request headers are larger than the server accepts (16 KiB).'];
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return [408, 'request_timeout', 'The request was not received in time.'];
+  return [400, 'invalid_request', 'The request is not valid HTTP.'];
+}
+
 function clientMessage(error: FastifyError): string {
   if (error.validation) return `${error.message}.`;
   if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return 'Send the body as application/json.';
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return 'The request body is larger than 1 MiB.';
-  if (error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return 'The JSON body is empty.';
   if (error.code === 'FST_ERR_BAD_URL') return 'The URL has a malformed percent-encoding.';
   if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return 'A path segment of the URL is too long.';
-  if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return 'The body is not valid JSON.';
+  // JSON bodies go through json-body.ts, which says what is wrong; a parser registered elsewhere may still throw this.
+  if (error instanceof SyntaxError) return 'The body is not valid JSON.';
   return error.message;
 }

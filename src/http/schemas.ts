@@ -13,3 +13,4 @@ export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 export function responses<T extends Record<number, TSchema>>(success: T) {
   return { ...success, '4xx': ProblemSchema, '5xx': ProblemSchema };
 }
+

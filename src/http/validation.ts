@@ -18,23 +18,72 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   return ({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema as object);
 }
 
-function containsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
-  // Raw bodies (inbound webhooks) are bytes, never stored as text.
-  if (ArrayBuffer.isView(value)) return false;
-  if (Array.isArray(value)) return value.some(containsNul);
-  if (value !== null && typeof value === 'object') return Object.entries(value).some(([key, item]) => key.includes('\u0000') || containsNul(item));
-  return false;
+/**
+ * No request of this API nests anywhere near this deep; past it, a body is
+ * refused before anything that recurses over it (the validator, the MCP SDK,
+ * JSON.stringify) can run out of stack and turn a client's mistake into a 500.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+export type JsonFlaw = 'nul' | 'too_deep' | null;
+
+/**
+ * Finds a NUL character (in a key or a string) or nesting beyond MAX_JSON_DEPTH.
+ * Iterative, with its own stack: a body a megabyte deep must not exhaust the call stack.
+ */
+export function findJsonFlaw(root: unknown): JsonFlaw {
+  const values: unknown[] = [root];
+  const depths: number[] = [0];
+  while (values.length > 0) {
+    const value = values.pop();
+    const depth = depths.pop()!;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return 'nul';
+      continue;
+    }
+    // Raw bodies (inbound webhooks) are bytes, never stored as text.
+    if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) continue;
+    if (depth >= MAX_JSON_DEPTH) return 'too_deep';
+    if (Array.isArray(value)) {
+      for (const item of value) {
+        values.push(item);
+        depths.push(depth + 1);
+      }
+      continue;
+    }
+    for (const [key, item] of Object.entries(value)) {
+      if (key.includes('\u0000')) return 'nul';
+      values.push(item);
+      depths.push(depth + 1);
+    }
+  }
+  return null;
 }
 
 /**
  * A preValidation hook. PostgreSQL text cannot hold U+0000, so a NUL in a body,
  * path or query string would fail its query as a 500; it is a client's mistake, a 400 on both engines.
+ * Absurdly deep bodies are refused here too, before validation walks them.
  * @throws AppError 400 invalid_request.
  */
-export function refuseNulCharacters(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-  if (containsNul(request.body) || containsNul(request.params) || containsNul(request.query)) {
-    return done(invalidRequest('The request must not contain the NUL character (\\u0000).'));
+export function refuseUnsafeInput(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+  for (const part of [request.body, request.params, request.query]) {
+    const flaw = findJsonFlaw(part);
+    if (flaw === 'nul') return done(invalidRequest('The request must not contain the NUL character (\\u0000).'));
+    if (flaw === 'too_deep') return done(invalidRequest(`The JSON body is nested more than ${MAX_JSON_DEPTH} levels deep.`));
   }
   done();
+}
+
+/**
+ * A route-level preValidation hook for routes that take no body (logout,
+ * DELETEs): none at all, `{}` or `null` pass. Anything else is a client's
+ * mistake, such as a field the route does not have, and would otherwise be ignored without a word.
+ * A hook rather than a body schema: the OpenAPI document then shows no request body, which is the truth.
+ * @throws AppError 400 invalid_request.
+ */
+export function refuseBody(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+  const { body } = request;
+  const empty = body === undefined || body === null || (typeof body === 'object' && !Array.isArray(body) && !ArrayBuffer.isView(body) && Object.keys(body).length === 0);
+  done(empty ? undefined : invalidRequest('This endpoint takes no request body: send none, or {}.'));
 }

@@ -3,8 +3,17 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import nodemailer, { type Transporter } from 'nodemailer';
 
+export interface Recipient {
+  name: string;
+  address: string;
+}
+
 export interface MailMessage {
-  to: string;
+  /**
+   * An object, never a string: nodemailer parses a string as an address list,
+   * so `a,victim@example.org` would mail the victim.
+   */
+  to: Recipient;
   subject: string;
   text: string;
   html: string;
@@ -32,7 +41,7 @@ function composed(message: MailMessage, from: string) {
   const text = message.text.replace(/\r?\n/g, '\r\n');
   return {
     from,
-    to: message.to,
+    to: { name: message.to.name, address: message.to.address },
     subject: message.subject,
     html: message.html,
     // Base64 keeps a mangled second copy of the link out of the raw message.

@@ -43,7 +43,7 @@ export async function hit(db: Kysely<DB>, check: LimitCheck, now: number): Promi
  * Counts a hit on every key; all are counted even when one is already over.
  * @throws AppError 429 with Retry-After when any limit is exceeded.
  */
-export async function enforce(db: Kysely<DB>, checks: readonly LimitCheck[], now: number): Promise<void> {
+export async function enforceLimits(db: Kysely<DB>, checks: readonly LimitCheck[], now: number): Promise<void> {
   let retryAfterSeconds = 0;
   for (const check of checks) {
     const result = await hit(db, check, now);

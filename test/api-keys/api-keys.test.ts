@@ -1,7 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { SECOND } from '../../src/shared/clock.ts';
+import { MINUTE, SECOND } from '../../src/shared/clock.ts';
+import { recordApiKeyUse } from '../../src/api-keys/api-keys.repository.ts';
 import { asBearer, asSession, createApiKey, createTestApp, registerUser, type TestContext, type TestUser } from '../support/app.ts';
 import { assertNoStoredSecretInResponses } from '../support/leaks.ts';
 import { assertProblem } from '../support/problem.ts';
@@ -199,6 +200,35 @@ describe('API keys', () => {
       assert.ok(row, 'the key is found by its SHA-256');
       assert.equal(row.prefix, key.slice(0, 8));
     }
+  });
+
+  test('DELETE with a body of unknown fields is 400 and revokes nothing; no body or {} revokes', async () => {
+    // Regression: DELETE /api/keys/{id} had no body schema and accepted any JSON, ignoring it.
+    const user = await registerUser(ctx);
+    const key = await createApiKey(ctx, user);
+    const [first] = await keysOf(user);
+    const withBody = (payload: string) =>
+      ctx.app.inject({ method: 'DELETE', url: `/api/keys/${first!.id}`, headers: { ...asSession(user.session), 'content-type': 'application/json' }, payload });
+    assertProblem(await withBody('{"force":true}'), 400, 'invalid_request');
+    assertProblem(await withBody('[]'), 400, 'invalid_request');
+    assert.equal((await me(key)).statusCode, 200, 'the key still works');
+    assert.equal((await withBody('{}')).statusCode, 204);
+    assert.equal((await me(key)).statusCode, 401);
+  });
+
+  test('lastUsedAt is written only when the stored value is over a minute old, whichever process writes', async () => {
+    // Regression: the once-a-minute rule lived in each process's memory, so several processes each wrote it every minute.
+    const user = await registerUser(ctx);
+    await createApiKey(ctx, user);
+    const [key] = await keysOf(user);
+    const start = ctx.clock.now();
+    const stored = async () => (await ctx.app.deps.db.selectFrom('api_keys').select('last_used_at').where('id', '=', key!.id).executeTakeFirstOrThrow()).last_used_at;
+    assert.equal(await recordApiKeyUse(ctx.app.deps.db, key!.id, start, MINUTE), true);
+    // Another process, whose memory still says "never used", uses the key 30 s later.
+    assert.equal(await recordApiKeyUse(ctx.app.deps.db, key!.id, start + 30 * SECOND, MINUTE), false);
+    assert.equal(await stored(), start);
+    assert.equal(await recordApiKeyUse(ctx.app.deps.db, key!.id, start + MINUTE, MINUTE), true);
+    assert.equal(await stored(), start + MINUTE);
   });
 
   test('no response carried a password hash or a stored token hash', () => assertNoStoredSecretInResponses(ctx));

@@ -231,3 +231,40 @@ describe('the origin rule for cookie requests (CONTRACT 4)', () => {
     assertProblem(await ctx.app.inject({ method: 'POST', url: '/api/keys', headers: huge, payload: `{"name":"${'x'.repeat(ONE_MIB)}"}` }), 403, 'cross_site');
   });
 });
+
+describe('hostile bodies are client errors, never 500', () => {
+  let ctx: TestContext;
+  before(async () => {
+    ctx = await createTestApp();
+  });
+  after(() => ctx.close());
+
+  const post = (url: string, body: string) => ctx.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: body });
+
+  test('deeply nested JSON is 400 invalid_request', async () => {
+    // Regression: the recursive NUL check overflowed the stack on '['.repeat(5000) and answered 500.
+    for (const depth of [5000, 100_000]) {
+      for (const body of ['['.repeat(depth) + ']'.repeat(depth), '{"a":'.repeat(depth) + '1' + '}'.repeat(depth), `{"email":${'['.repeat(depth)}${']'.repeat(depth)}}`]) {
+        const response = await post('/api/auth/forgot', body);
+        assertProblem(response, 400, 'invalid_request');
+      }
+    }
+    const nested = (depth: number) => `{"email":"a@example.com","x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+    assert.match((await post('/api/auth/forgot', nested(100))).json().detail, /nested more than 64 levels/);
+    // Nesting within the bound reaches the schema, which names the real mistake.
+    assert.match((await post('/api/auth/forgot', nested(10))).json().detail, /additional properties/i);
+  });
+
+  test('a body with a "__proto__" or "constructor.prototype" key says so', async () => {
+    // Regression: it was answered "The body is not valid JSON", which it is.
+    for (const body of ['{"__proto__":{"admin":true},"email":"a@example.com"}', '{"email":"a@example.com","x":[{"__proto__":1}]}', '{"constructor":{"prototype":{"admin":true}}}']) {
+      const response = await post('/api/auth/forgot', body);
+      assertProblem(response, 400, 'invalid_request');
+      assert.match(response.json().detail, /__proto__/);
+    }
+    // The words alone are fine where a field allows them.
+    assert.equal((await post('/api/auth/forgot', '{"email":"__proto__constructor@example.com"}')).statusCode, 200);
+    assert.equal((await post('/api/auth/login', '{"email":"a@example.com","password":"{\\"constructor\\":{\\"prototype\\":1}}"}')).statusCode, 401);
+    assert.equal((await post('/api/auth/forgot', '{"email":')).json().detail, 'The body is not valid JSON.');
+  });
+});

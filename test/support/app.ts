@@ -1,10 +1,11 @@
 import { mkdtemp } from 'node:fs/promises';
+import { Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildApp, type App, type BuildOptions } from '../../src/app.ts';
 import { systemClock } from '../../src/shared/clock.ts';
-import { loadConfig, type Config } from '../../src/config.ts';
+import { loadConfig, type Config, type PasswordHashCost } from '../../src/config.ts';
 import { manualClock, type ManualClock } from './clock.ts';
 import { freshDatabase, type TestDatabase } from './database.ts';
 import { startSmtpServer, type SmtpInbox } from './mail.ts';
@@ -22,6 +23,8 @@ export interface TestContext {
   database: TestDatabase;
   /** Every response body the app sent, to check that none leaks a secret. */
   responses: string[];
+  /** Every Set-Cookie header the app sent: session tokens it handed out, for the leak check. */
+  cookies: string[];
   close(): Promise<void>;
 }
 
@@ -36,6 +39,10 @@ export interface TestAppOptions {
   buildOptions?: Omit<BuildOptions, 'clock' | 'databaseSchema' | 'logger'>;
   /** Runs before the app is ready: the last moment to add routes or hooks. */
   setup?: (app: App) => Promise<void> | void;
+  /** Collects the app's log lines (at LOG_LEVEL info unless `env` says otherwise) instead of discarding them. */
+  logs?: string[];
+  /** Another argon2id cost than the fast one tests use (tests about the hashing itself). */
+  passwordHashCost?: PasswordHashCost;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestContext> {
@@ -48,24 +55,34 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestC
       DATABASE_URL: database.url,
       SMTP_URL: smtp.url,
       MAIL_DIR: mailDir,
-      LOG_LEVEL: 'silent',
+      LOG_LEVEL: options.logs ? 'info' : 'silent',
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
       ...options.env,
     }),
-    passwordHashCost: FAST_HASH,
+    passwordHashCost: options.passwordHashCost ?? FAST_HASH,
   });
   const clock = manualClock();
   const responses: string[] = [];
+  const cookies: string[] = [];
+  const logs = options.logs;
+  const logDestination = logs && new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      logs.push(...chunk.toString().split('\n').filter((line) => line !== ''));
+      callback();
+    },
+  });
   let app: App;
   try {
     app = await buildApp(config, {
       ...options.buildOptions,
       clock: options.realClock ? systemClock : clock,
       ...(database.schema ? { databaseSchema: database.schema } : {}),
-      logger: false,
+      ...(logDestination ? { logDestination } : { logger: false as const }),
     });
-    app.addHook('onSend', async (_request, _reply, payload) => {
+    app.addHook('onSend', async (_request, reply, payload) => {
       if (typeof payload === 'string') responses.push(payload);
+      const setCookie = reply.getHeader('set-cookie');
+      if (setCookie !== undefined) cookies.push(...(Array.isArray(setCookie) ? setCookie : [String(setCookie)]));
       return payload;
     });
     await options.setup?.(app);
@@ -83,6 +100,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestC
     smtp,
     database,
     responses,
+    cookies,
     async close() {
       await app.close();
       if (!options.smtp) await smtp.close();

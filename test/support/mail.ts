@@ -7,6 +7,8 @@ export interface ReceivedMail {
   subject: string;
   text: string;
   raw: string;
+  /** The SMTP envelope's RCPT TO addresses: whom the server was asked to deliver to (SMTP only). */
+  rcptTo?: string[];
 }
 
 /** Reads what a test needs from an RFC 5322 message: recipient, subject, decoded text/plain part. */
@@ -71,13 +73,14 @@ export async function startSmtpServer(): Promise<SmtpInbox> {
     authOptional: true,
     disabledCommands: ['STARTTLS', 'AUTH'],
     logger: false,
-    onData(stream, _session, callback) {
+    onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => {
         if (inbox.failing) return callback(new Error('mailbox unavailable'));
         const accept = () => {
-          inbox.messages.push(parseMail(Buffer.concat(chunks).toString('utf8')));
+          const rcptTo = session.envelope.rcptTo.map((recipient) => recipient.address);
+          inbox.messages.push({ ...parseMail(Buffer.concat(chunks).toString('utf8')), rcptTo });
           callback();
         };
         if (held === null) accept();
