@@ -10,6 +10,7 @@ import { notFound } from '../http/errors.ts';
 import type { Deps } from '../shared/deps.ts';
 import { announce } from '../shared/signals.ts';
 import { blankName } from '../accounts/accounts.errors.ts';
+import type { KnownKey } from './api-key-cache.ts';
 import { deleteApiKey, findApiKeyByTokenHash, insertApiKey, listApiKeyRows, recordApiKeyUse } from './api-keys.repository.ts';
 
 /** CONTRACT 5: lastUsedAt is written at most once a minute per key. */
@@ -63,15 +64,28 @@ export async function listApiKeys(db: Kysely<DB>, accountId: string, limit: numb
   }));
 }
 
-/** Bearer authenticator for `tmk_` tokens. A malformed key is refused without a lookup. */
-export async function authenticateApiKey(request: FastifyRequest, token: string): Promise<Principal | null> {
-  if (!isWellFormedToken(token, 'tmk_')) return null;
-  const { db, clock, apiKeyCache, otherProcessesCommits } = request.server.deps;
+/**
+ * Bearer authenticator for `tmk_` tokens. A key held in memory, whose use was
+ * recorded within the minute, is answered synchronously (the common case, on
+ * every request of a busy client); otherwise a malformed key is refused
+ * without a lookup, and a good one is read and remembered.
+ */
+export function authenticateApiKey(request: FastifyRequest, token: string): Principal | null | Promise<Principal | null> {
+  const { clock, apiKeyCache, otherProcessesCommits } = request.server.deps;
   const tokenHash = hashToken(token);
+  const now = clock.now();
   // PostgreSQL processes hear revocations by NOTIFY; on a shared SQLite file nothing tells them, so ask.
-  const dataVersion = await otherProcessesCommits();
+  const dataVersion = otherProcessesCommits();
+  const known = apiKeyCache.get(tokenHash, now, dataVersion);
+  if (known !== undefined && !useUnrecorded(known, now)) return principalOf(known);
+  if (known === undefined && !isWellFormedToken(token, 'tmk_')) return null;
+  return lookUpApiKey(request.server.deps, tokenHash, known, dataVersion);
+}
+
+async function lookUpApiKey(deps: Deps, tokenHash: string, known: KnownKey | undefined, dataVersion: number): Promise<Principal | null> {
+  const { db, clock, apiKeyCache } = deps;
+  let key = known;
   let now = clock.now();
-  let key = apiKeyCache.get(tokenHash, now, dataVersion);
   if (key === undefined) {
     const startedAt = apiKeyCache.begin();
     key = await findApiKeyByTokenHash(db, tokenHash);
@@ -79,12 +93,16 @@ export async function authenticateApiKey(request: FastifyRequest, token: string)
     now = clock.now();
     apiKeyCache.remember(tokenHash, key, now, startedAt, dataVersion);
   }
-  if (key.lastUsedAt === null || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS) {
+  if (useUnrecorded(key, now)) {
     key.lastUsedAt = now;
     await recordApiKeyUse(db, key.id, now, LAST_USED_RESOLUTION_MS);
   }
-  return { kind: 'api_key', accountId: key.accountId, apiKeyId: key.id, account: key.account };
+  return principalOf(key);
 }
+
+const useUnrecorded = (key: KnownKey, now: number) => key.lastUsedAt === null || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS;
+
+const principalOf = (key: KnownKey): Principal => ({ kind: 'api_key', accountId: key.accountId, apiKeyId: key.id, account: key.account });
 
 /**
  * Deletes the key and tells every process: it fails at once.

@@ -13,12 +13,24 @@ export interface ConnectOptions {
 
 const INT8_OID = 20;
 
+const sqliteDataVersions = new WeakMap<Kysely<DB>, () => number>();
+
 export function connectDatabase(url: string, options: ConnectOptions = {}): Kysely<DB> {
-  return new Kysely<DB>({ dialect: createDialect(url, options) });
+  if (url.startsWith('sqlite:')) {
+    const sqlite = createSqliteDialect(url.slice('sqlite:'.length));
+    const db = new Kysely<DB>({ dialect: sqlite.dialect });
+    sqliteDataVersions.set(db, sqlite.dataVersion);
+    return db;
+  }
+  return new Kysely<DB>({ dialect: createPostgresDialect(url, options) });
 }
 
-function createDialect(url: string, options: ConnectOptions): Dialect {
-  if (url.startsWith('sqlite:')) return createSqliteDialect(url.slice('sqlite:'.length));
+/** SQLite's `data_version` reader for a database this module connected (see SqliteConnection); undefined on PostgreSQL. */
+export function sqliteDataVersionOf(db: Kysely<DB>): (() => number) | undefined {
+  return sqliteDataVersions.get(db);
+}
+
+function createPostgresDialect(url: string, options: ConnectOptions): Dialect {
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? 10,

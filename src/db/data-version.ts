@@ -1,7 +1,6 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
+import { sqliteDataVersionOf } from './connect.ts';
 import type { DB } from './database.ts';
-
-const DATA_VERSION = CompiledQuery.raw('pragma data_version');
 
 /** Whether other processes may write to the same database file behind this one's back. */
 export function sharesSqliteFile(databaseUrl: string): boolean {
@@ -9,23 +8,24 @@ export function sharesSqliteFile(databaseUrl: string): boolean {
 }
 
 /**
- * SQLite only: a number that changes whenever another connection (another
- * process on the same file) commits; this connection's own commits leave it
- * as it is. One cheap statement, no table read.
+ * What a cache compares to know whether another process has committed since
+ * it read something: SQLite's `data_version` on a shared file; always 0 where
+ * other processes announce their changes (PostgreSQL's NOTIFY) or cannot
+ * exist. Read once per turn of the event loop, however many requests ask:
+ * every request handled in a turn arrived before the turn began, so a version
+ * read during the turn is at least as new as any of them needs.
  */
-export async function readSqliteDataVersion(db: Kysely<DB>): Promise<number> {
-  const { rows } = await db.executeQuery<{ data_version: number }>(DATA_VERSION);
-  return rows[0]!.data_version;
-}
-
-/**
- * What a cache compares, read just now, to know whether another process has
- * committed since it read something: `data_version` on a shared SQLite file;
- * always 0 where other processes announce their changes (PostgreSQL's
- * NOTIFY) or cannot exist.
- */
-export function otherProcessesCommits(db: Kysely<DB>, databaseUrl: string): () => Promise<number> {
-  return sharesSqliteFile(databaseUrl) ? () => readSqliteDataVersion(db) : async () => 0;
+export function otherProcessesCommits(db: Kysely<DB>, databaseUrl: string): () => number {
+  const read = sqliteDataVersionOf(db);
+  if (!sharesSqliteFile(databaseUrl) || read === undefined) return () => 0;
+  let thisTurn: number | undefined;
+  return () => {
+    if (thisTurn === undefined) {
+      thisTurn = read();
+      setImmediate(() => (thisTurn = undefined));
+    }
+    return thisTurn;
+  };
 }
 
 /**
@@ -35,20 +35,14 @@ export function otherProcessesCommits(db: Kysely<DB>, databaseUrl: string): () =
  */
 export function watchOtherProcessesCommits(db: Kysely<DB>, databaseUrl: string, intervalMs: number, onChange: () => void): () => void {
   if (!sharesSqliteFile(databaseUrl)) return () => {};
-  let last: number | undefined;
-  let stopped = false;
+  const read = sqliteDataVersionOf(db);
+  if (read === undefined) return () => {};
+  let last = read();
   const timer = setInterval(() => {
-    readSqliteDataVersion(db).then(
-      (version) => {
-        if (!stopped && last !== undefined && version !== last) onChange();
-        last = version;
-      },
-      () => {}, // a busy or closing database: the next tick asks again
-    );
+    const version = read();
+    if (version !== last) onChange();
+    last = version;
   }, intervalMs);
   timer.unref();
-  return () => {
-    stopped = true;
-    clearInterval(timer);
-  };
+  return () => clearInterval(timer);
 }

@@ -14,11 +14,22 @@ const CHECKPOINT_INTERVAL_MS = 200;
  * `begin immediate` so that two processes on one file queue on the busy
  * timeout instead of failing a read-to-write lock upgrade.
  */
-export function createSqliteDialect(path: string): SqliteDialect {
+export interface SqliteConnection {
+  dialect: SqliteDialect;
+  /**
+   * `pragma data_version`, read synchronously on the connection: it changes
+   * whenever another connection (another process on the file) commits.
+   * Synchronous because node:sqlite is, so a hot path need not queue behind
+   * Kysely's connection lock for one cheap statement.
+   */
+  dataVersion(): number;
+}
+
+export function createSqliteDialect(path: string): SqliteConnection {
   if (path === ':memory:') {
     const database = new DatabaseSync(path);
     database.exec('PRAGMA foreign_keys = ON');
-    return new SqliteDialect({ database: adaptDatabase(database, () => {}) });
+    return { dialect: new SqliteDialect({ database: adaptDatabase(database, () => {}) }), dataVersion: dataVersionOf(database) };
   }
   mkdirSync(dirname(path), { recursive: true });
   const database = new DatabaseSync(path, { timeout: 5000 });
@@ -40,7 +51,15 @@ export function createSqliteDialect(path: string): SqliteDialect {
     checkpointer.ref();
     checkpointer.postMessage('stop');
   };
-  return new CheckpointedSqliteDialect({ database: adaptDatabase(database, stopCheckpointer) }, checkpointerExited);
+  return {
+    dialect: new CheckpointedSqliteDialect({ database: adaptDatabase(database, stopCheckpointer) }, checkpointerExited),
+    dataVersion: dataVersionOf(database),
+  };
+}
+
+function dataVersionOf(database: DatabaseSync): () => number {
+  const statement = database.prepare('pragma data_version');
+  return () => (statement.get() as { data_version: number }).data_version;
 }
 
 /**

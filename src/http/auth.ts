@@ -20,7 +20,8 @@ export type Principal =
  */
 export type AuthRequirement = 'none' | 'account' | 'session' | 'machine';
 
-export type BearerAuthenticator = (request: FastifyRequest, token: string) => Promise<Principal | null>;
+/** Null for an unknown token. May answer synchronously (a cached API key): most requests then cost no promise at all. */
+export type BearerAuthenticator = (request: FastifyRequest, token: string) => Principal | null | Promise<Principal | null>;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -73,11 +74,17 @@ export const authPlugin = fp(
         return done(new AppError(403, 'cross_site', 'Requests signed in with the session cookie must come from the dashboard itself.'));
       }
       if (requirement === 'none') return done();
-      const authenticated = bearer !== undefined ? authenticateBearer(request, bearer) : authenticateCookie(request, reply, sessionToken);
-      authenticated.then((principal) => {
-        request.principal = principal;
-        assertInScope(requirement, principal, request);
-      }).then(() => done(), done);
+      let authenticated: Principal | Promise<Principal>;
+      try {
+        authenticated = bearer !== undefined ? authenticateBearer(request, bearer) : authenticateCookie(request, reply, sessionToken);
+        if (!(authenticated instanceof Promise)) {
+          admit(request, requirement, authenticated);
+          return done();
+        }
+      } catch (error) {
+        return done(error as Error);
+      }
+      authenticated.then((principal) => admit(request, requirement, principal)).then(() => done(), done);
     });
   },
   { name: 'auth', dependencies: ['core'] },
@@ -97,11 +104,23 @@ function readBearer(request: FastifyRequest, strict: boolean): string | undefine
   return undefined;
 }
 
-async function authenticateBearer(request: FastifyRequest, token: string): Promise<Principal> {
+/** @throws AppError 401 for an unknown token (synchronously, or as the promise's rejection). */
+function authenticateBearer(request: FastifyRequest, token: string): Principal | Promise<Principal> {
   const authenticate = request.server.bearerAuthenticators.get(token.slice(0, 4));
-  const principal = authenticate ? await authenticate(request, token) : null;
+  const principal = authenticate ? authenticate(request, token) : null;
+  return principal instanceof Promise ? principal.then(knownBearer) : knownBearer(principal);
+}
+
+/** @throws AppError 401 when the token was unknown. */
+function knownBearer(principal: Principal | null): Principal {
   if (principal === null) throw invalidBearerToken();
   return principal;
+}
+
+/** @throws AppError 403 when the credential is valid but not allowed on this route. */
+function admit(request: FastifyRequest, requirement: AuthRequirement, principal: Principal): void {
+  request.principal = principal;
+  assertInScope(requirement, principal, request);
 }
 
 async function authenticateCookie(request: FastifyRequest, reply: FastifyReply, token: string | undefined): Promise<Principal> {

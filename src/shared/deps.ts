@@ -28,5 +28,5 @@ export interface Deps {
   signals: Signals;
   apiKeyCache: ApiKeyCache;
   /** Changes whenever another process has committed to a shared SQLite file (see otherProcessesCommits). */
-  otherProcessesCommits: () => Promise<number>;
+  otherProcessesCommits: () => number;
 }
