@@ -1,5 +1,6 @@
 import { Kysely, PostgresAdapter, PostgresDialect, type Dialect } from 'kysely';
 import pg from 'pg';
+import { preparedStatementName } from './prepared.ts';
 import { createSqliteDialect } from './sqlite.ts';
 import type { DB } from './database.ts';
 
@@ -41,7 +42,22 @@ function createPostgresDialect(url: string, options: ConnectOptions): Dialect {
         oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
     },
   });
+  pool.on('connect', nameHotStatements);
   return new PostgresDialect({ pool });
+}
+
+/**
+ * Kysely sends every query as an unnamed statement, which PostgreSQL parses
+ * and plans each time; the texts marked by preferPrepared go as named ones
+ * instead, prepared once per connection.
+ */
+function nameHotStatements(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (config: pg.QueryConfig) => Promise<pg.QueryResult>;
+  const passThrough = client.query.bind(client) as (...args: unknown[]) => unknown;
+  client.query = ((text: unknown, values?: unknown, ...rest: unknown[]) => {
+    const name = typeof text === 'string' && Array.isArray(values) && rest.length === 0 ? preparedStatementName(text) : undefined;
+    return name === undefined ? passThrough(text, values, ...rest) : query({ name, text: text as string, values: values as unknown[] });
+  }) as typeof client.query;
 }
 
 /** The one place that asks which engine is underneath, for the few queries that must differ. */

@@ -1,9 +1,11 @@
+import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { Agent } from 'undici';
 import type { WebhookConfig } from '../config.ts';
 import { checkHostLiteral, checkedLookup, RefusedTargetError, systemResolveAll, uncheckedLookup, type ResolveAll } from './targets.ts';
 
 export const RESPONSE_BODY_LIMIT = 1024;
+const PARSED_URLS_KEPT = 10_000;
 
 export interface AttemptResult {
   ok: boolean;
@@ -41,6 +43,19 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
     connect: { timeout: config.timeoutMs, lookup: config.allowPrivateTargets ? uncheckedLookup(resolveAll) : checkedLookup(resolveAll) },
   });
 
+  // Endpoints send to the same few URLs over and over; parsing each once is enough.
+  const targets = new Map<string, { origin: string; path: string; hostname: string }>();
+  const targetOf = (url: string) => {
+    let target = targets.get(url);
+    if (target === undefined) {
+      const parsed = new URL(url);
+      target = { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}`, hostname: parsed.hostname };
+      if (targets.size >= PARSED_URLS_KEPT) targets.clear();
+      targets.set(url, target);
+    }
+    return target;
+  };
+
   async function send(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult> {
     const started = performance.now();
     const result = (ok: boolean, status: number | null, text: string | null, error: string | null): AttemptResult => ({
@@ -53,11 +68,11 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
       controller.abort();
     }, config.timeoutMs);
     try {
-      const target = new URL(url);
+      const target = targetOf(url);
       if (!config.allowPrivateTargets) checkHostLiteral(target.hostname);
       const response = await agent.request({
         origin: target.origin,
-        path: `${target.pathname}${target.search}`,
+        path: target.path,
         method: 'POST',
         headers: { ...headers, 'user-agent': USER_AGENT },
         body,
@@ -85,25 +100,35 @@ function storable(text: string | null): string | null {
 
 /**
  * Reads the body up to `limit` bytes, then drops the rest (and with it the
- * connection). A body cut short by the deadline keeps what arrived; a
- * character split by the limit is left out rather than garbled.
+ * connection). A body cut short by the deadline keeps what arrived (the status
+ * already decided the outcome); a character split by the limit is left out
+ * rather than garbled. Events, not an async iterator: this runs for every attempt.
  */
-async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  try {
-    for await (const chunk of body) {
+function readAtMost(body: Readable, limit: number): Promise<string> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    let done = false;
+    const finish = (cut: boolean) => {
+      if (done) return;
+      done = true;
+      body.off('data', onData);
+      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      resolve(cut ? new StringDecoder('utf8').write(bytes.subarray(0, limit)) : bytes.toString('utf8'));
+    };
+    const onData = (chunk: Buffer) => {
       chunks.push(chunk);
       length += chunk.length;
       if (length >= limit) {
         body.destroy();
-        break;
+        finish(true);
       }
-    }
-  } catch {
-    // The status already decided the outcome; a body that breaks off keeps what arrived.
-  }
-  return new StringDecoder('utf8').write(Buffer.concat(chunks).subarray(0, limit));
+    };
+    body.on('data', onData);
+    body.once('end', () => finish(false));
+    body.once('error', () => finish(true));
+    body.once('close', () => finish(true));
+  });
 }
 
 const FAILURE_BY_CODE: Record<string, string> = {

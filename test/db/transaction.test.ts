@@ -53,8 +53,9 @@ describe('inTransaction', () => {
 
   test('a statement error rolls back that transaction only, and the error reaches its caller', async () => {
     await sql`delete from tx_probe`.execute(db);
+    await inTransaction(db, async (tx) => insert(tx, 'a'));
     const results = await Promise.allSettled([
-      inTransaction(db, async (tx) => insert(tx, 'a')),
+      inTransaction(db, async (tx) => insert(tx, 'x')),
       inTransaction(db, async (tx) => {
         await insert(tx, 'b');
         await insert(tx, 'a'); // duplicate key
@@ -62,7 +63,7 @@ describe('inTransaction', () => {
       inTransaction(db, async (tx) => insert(tx, 'c')),
     ]);
     assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
-    assert.deepEqual(await rows(), ['a', 'c']);
+    assert.deepEqual(await rows(), ['a', 'c', 'x']);
   });
 
   test('a commit that fails keeps nothing of the transactions in it, tells each caller, and the next transaction works', async () => {
