@@ -133,19 +133,13 @@ export async function endpointsWithDueDeliveries(db: Kysely<DB>, now: number): P
 }
 
 /**
- * Leases up to `limit` due deliveries of one endpoint, oldest first. On
- * PostgreSQL rows another worker is claiming are skipped (`FOR UPDATE SKIP
- * LOCKED`); SQLite runs one writer at a time, so the statement is enough there.
+ * The ids of up to `limit` deliveries of one endpoint that are due and leased
+ * to no one, oldest first: what a worker may take. On PostgreSQL rows another
+ * worker is taking are skipped (`FOR UPDATE SKIP LOCKED`); SQLite runs one
+ * writer at a time, so the statement is enough there.
  */
-export async function claimDueDeliveries(
-  db: Kysely<DB>,
-  endpointId: string,
-  workerId: string,
-  now: number,
-  leaseUntil: number,
-  limit: number,
-): Promise<LeasedDelivery[]> {
-  let due = db
+function dueDeliveriesOf(db: Kysely<DB>, endpointId: string, now: number, limit: number) {
+  const due = db
     .selectFrom('deliveries')
     .select('id')
     .where('endpoint_id', '=', endpointId)
@@ -155,11 +149,22 @@ export async function claimDueDeliveries(
     .orderBy('next_attempt_at')
     .orderBy('id')
     .limit(limit);
-  if (dialectOf(db) === 'postgres') due = due.forUpdate().skipLocked();
+  return dialectOf(db) === 'postgres' ? due.forUpdate().skipLocked() : due;
+}
+
+/** Leases up to `limit` due deliveries of one endpoint (see dueDeliveriesOf). */
+export async function claimDueDeliveries(
+  db: Kysely<DB>,
+  endpointId: string,
+  workerId: string,
+  now: number,
+  leaseUntil: number,
+  limit: number,
+): Promise<LeasedDelivery[]> {
   const claimed = await db
     .updateTable('deliveries')
     .set({ locked_by: workerId, locked_until: leaseUntil })
-    .where('id', 'in', due)
+    .where('id', 'in', dueDeliveriesOf(db, endpointId, now, limit))
     .returning(['id', 'event_id', 'event_type', 'attempts', 'series_attempts'])
     .execute();
   if (claimed.length === 0) return [];
@@ -197,16 +202,6 @@ export async function failDueWithoutSending(
   error: string,
   limit: number,
 ): Promise<{ touched: number; failed: number }> {
-  let due = db
-    .selectFrom('deliveries')
-    .select('id')
-    .where('endpoint_id', '=', endpointId)
-    .where(sql.ref('status'), '=', PENDING)
-    .where('next_attempt_at', '<=', now)
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-    .orderBy('next_attempt_at')
-    .limit(limit);
-  if (dialectOf(db) === 'postgres') due = due.forUpdate().skipLocked();
   // retryDelay() in SQL: after the n-th failed attempt (n = series_attempts + 1) wait delays[n - 1], the last repeating.
   // The numbers come from configuration and the clock, so they are written as literals (PostgreSQL cannot type `$1 + $2`).
   const delays = schedule.retryDelaysMs;
@@ -230,7 +225,7 @@ export async function failDueWithoutSending(
       last_duration_ms: 0,
       last_attempt_at: now,
     })
-    .where('id', 'in', due)
+    .where('id', 'in', dueDeliveriesOf(db, endpointId, now, limit))
     .returning('status')
     .execute();
   return { touched: rows.length, failed: rows.filter((row) => row.status === 'failed').length };
