@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 
 export function percentile(values: number[], p: number): number {
@@ -11,6 +12,17 @@ export function percentile(values: number[], p: number): number {
 /** Wall-clock milliseconds with sub-millisecond precision, comparable across processes on one machine. */
 export function epochNow(): number {
   return performance.timeOrigin + performance.now();
+}
+
+/** CPU time (user + system, all threads) of a process so far, in microseconds: this one, or another by pid. */
+export function cpuMicros(pid?: number): number {
+  if (pid === undefined) {
+    const { user, system } = process.cpuUsage();
+    return user + system;
+  }
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+  // utime and stime, in clock ticks of 10 ms (fields 14 and 15 of proc(5), counted from the state field here)
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -40,22 +40,23 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<DB>): Deliv
       this.set(await countPendingDeliveries(db));
     },
   });
-  for (const outcome of ['success', 'failure', 'not_sent']) {
-    attempts.inc({ outcome }, 0);
-  }
-  for (const status of ['delivered', 'failed']) deliveries.inc({ status }, 0);
+  // Bound once: every attempt counts, and looking a series up by its labels costs more than counting.
+  const attemptsBy = { success: attempts.labels('success'), failure: attempts.labels('failure'), not_sent: attempts.labels('not_sent') };
+  const latencyBy = { success: latency.labels('success'), failure: latency.labels('failure') };
+  const deliveriesBy = { delivered: deliveries.labels('delivered'), failed: deliveries.labels('failed') };
+  for (const series of [...Object.values(attemptsBy), ...Object.values(deliveriesBy)]) series.inc(0);
   return {
     observeAttempt(result) {
       const outcome = result.ok ? 'success' : 'failure';
-      attempts.inc({ outcome });
-      latency.observe({ outcome }, result.durationMs / 1000);
+      attemptsBy[outcome].inc();
+      latencyBy[outcome].observe(result.durationMs / 1000);
     },
     finished(status) {
-      deliveries.inc({ status });
+      deliveriesBy[status].inc();
     },
     notSent(count, failed) {
-      if (count > 0) attempts.inc({ outcome: 'not_sent' }, count);
-      if (failed > 0) deliveries.inc({ status: 'failed' }, failed);
+      if (count > 0) attemptsBy.not_sent.inc(count);
+      if (failed > 0) deliveriesBy.failed.inc(failed);
     },
   };
 }

@@ -1,6 +1,5 @@
-import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { WebhookConfig } from '../config.ts';
 import { checkHostLiteral, checkedLookup, RefusedTargetError, systemResolveAll, uncheckedLookup, type ResolveAll } from './targets.ts';
 
@@ -56,38 +55,18 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
     return target;
   };
 
-  async function send(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult> {
-    const started = performance.now();
-    const result = (ok: boolean, status: number | null, text: string | null, error: string | null): AttemptResult => ({
-      ok, status, body: storable(text), error: storable(error), durationMs: Math.round(performance.now() - started),
+  function send(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult> {
+    return new Promise((resolve) => {
+      let target;
+      try {
+        target = targetOf(url);
+        if (!config.allowPrivateTargets) checkHostLiteral(target.hostname);
+      } catch (error) {
+        return resolve(failedBeforeSending(describeFailure(error)));
+      }
+      const attempt = new Attempt(config.timeoutMs, resolve);
+      agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { ...headers, 'user-agent': USER_AGENT }, body }, attempt);
     });
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, config.timeoutMs);
-    try {
-      const target = targetOf(url);
-      if (!config.allowPrivateTargets) checkHostLiteral(target.hostname);
-      const response = await agent.request({
-        origin: target.origin,
-        path: target.path,
-        method: 'POST',
-        headers: { ...headers, 'user-agent': USER_AGENT },
-        body,
-        signal: controller.signal,
-      });
-      const status = response.statusCode;
-      const text = await readAtMost(response.body, RESPONSE_BODY_LIMIT);
-      if (status >= 200 && status < 300) return result(true, status, text, null);
-      const error = status >= 300 && status < 400 ? `redirect (${status}) not followed` : `receiver answered ${status}`;
-      return result(false, status, text, error);
-    } catch (error) {
-      return result(false, null, null, timedOut ? `no response within ${config.timeoutMs} ms` : describeFailure(error));
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   return { send, close: () => agent.close() };
@@ -98,37 +77,89 @@ function storable(text: string | null): string | null {
   return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
 }
 
+function failedBeforeSending(error: string): AttemptResult {
+  return { ok: false, status: null, body: null, error: storable(error), durationMs: 0 };
+}
+
 /**
- * Reads the body up to `limit` bytes, then drops the rest (and with it the
- * connection). A body cut short by the deadline keeps what arrived (the status
- * already decided the outcome); a character split by the limit is left out
- * rather than garbled. Events, not an async iterator: this runs for every attempt.
+ * One attempt, as an undici dispatch handler: the status decides the outcome;
+ * at most `RESPONSE_BODY_LIMIT` bytes of the answer are kept, and reading
+ * stops there (dropping the connection). One deadline covers connecting,
+ * sending and the answer; a body cut short by it keeps what arrived (its
+ * status already decided). A character split by the limit is left out rather
+ * than garbled. A handler, not `request()` and a stream: this runs for every
+ * attempt, and the stream, the abort signal and their listeners cost as much
+ * as the rest of the attempt's JavaScript.
  */
-function readAtMost(body: Readable, limit: number): Promise<string> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let length = 0;
-    let done = false;
-    const finish = (cut: boolean) => {
-      if (done) return;
-      done = true;
-      body.off('data', onData);
-      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      resolve(cut ? new StringDecoder('utf8').write(bytes.subarray(0, limit)) : bytes.toString('utf8'));
-    };
-    const onData = (chunk: Buffer) => {
-      chunks.push(chunk);
-      length += chunk.length;
-      if (length >= limit) {
-        body.destroy();
-        finish(true);
-      }
-    };
-    body.on('data', onData);
-    body.once('end', () => finish(false));
-    body.once('error', () => finish(true));
-    body.once('close', () => finish(true));
-  });
+class Attempt implements Dispatcher.DispatchHandler {
+  readonly #started = performance.now();
+  readonly #timeoutMs: number;
+  readonly #resolve: (result: AttemptResult) => void;
+  readonly #timer: NodeJS.Timeout;
+  #controller: Dispatcher.DispatchController | null = null;
+  #status: number | null = null;
+  #chunks: Buffer[] = [];
+  #length = 0;
+  #timedOut = false;
+  #done = false;
+
+  constructor(timeoutMs: number, resolve: (result: AttemptResult) => void) {
+    this.#timeoutMs = timeoutMs;
+    this.#resolve = resolve;
+    this.#timer = setTimeout(() => this.#onTimeout(), timeoutMs);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    // Its time ran out while it waited for a connection: it is not sent at all.
+    if (this.#done) controller.abort(new Error(`no response within ${this.#timeoutMs} ms`));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+    this.#status = statusCode;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#done) return;
+    this.#chunks.push(chunk);
+    this.#length += chunk.length;
+    if (this.#length >= RESPONSE_BODY_LIMIT) {
+      this.#finish(null, true);
+      controller.abort(new Error('the answer is longer than we keep'));
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#finish(null, false);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.#finish(error, true);
+  }
+
+  #onTimeout(): void {
+    this.#timedOut = true;
+    this.#finish(null, true);
+    this.#controller?.abort(new Error(`no response within ${this.#timeoutMs} ms`));
+  }
+
+  #finish(error: Error | null, cut: boolean): void {
+    if (this.#done) return;
+    this.#done = true;
+    clearTimeout(this.#timer);
+    const durationMs = Math.round(performance.now() - this.#started);
+    const status = this.#status;
+    if (status === null) {
+      const why = this.#timedOut ? `no response within ${this.#timeoutMs} ms` : describeFailure(error);
+      return this.#resolve({ ok: false, status: null, body: null, error: storable(why), durationMs });
+    }
+    const bytes = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks);
+    const text = storable(cut ? new StringDecoder('utf8').write(bytes.subarray(0, RESPONSE_BODY_LIMIT)) : bytes.toString('utf8'));
+    this.#chunks = [];
+    if (status >= 200 && status < 300) return this.#resolve({ ok: true, status, body: text, error: null, durationMs });
+    const why = status >= 300 && status < 400 ? `redirect (${status}) not followed` : `receiver answered ${status}`;
+    this.#resolve({ ok: false, status, body: text, error: why, durationMs });
+  }
 }
 
 const FAILURE_BY_CODE: Record<string, string> = {

@@ -1,8 +1,20 @@
+import { randomFillSync } from 'node:crypto';
 import { monotonicFactory } from 'ulid';
 
 export type IdPrefix = 'acct' | 'ses' | 'key' | 'ep' | 'evt' | 'dlv' | 'mch' | 'run' | 'sch' | 'ihk' | 'pool';
 
-const nextUlid = monotonicFactory();
+// ulid asks for one random byte per character; one call to the system's CSPRNG per 4 KiB is enough.
+const pool = new Uint8Array(4096);
+let poolUsed = pool.length;
+function pooledRandom(): number {
+  if (poolUsed === pool.length) {
+    randomFillSync(pool);
+    poolUsed = 0;
+  }
+  return pool[poolUsed++]! / 256;
+}
+
+const nextUlid = monotonicFactory(pooledRandom);
 
 /**
  * `<prefix>_<ulid>`, lower-cased: time-sortable, and monotonic within one process,
