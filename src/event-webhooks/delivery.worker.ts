@@ -103,6 +103,7 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
   const isProbing = (lane: Lane) => lane.failures >= probeThreshold;
   const lanes = new Map<string, Lane>();
   const inFlight = new Set<Promise<void>>();
+  const pumping = new Set<Promise<void>>();
   const retryWakes = new Map<number, NodeJS.Timeout>();
   let outcomes: Outcome[] = [];
   let flushing: Promise<void> | null = null;
@@ -157,8 +158,15 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
   }
 
   /** Starts what the lane has room for; reads the endpoint again when its copy is stale or was invalidated. */
-  async function pump(lane: Lane): Promise<void> {
-    if (lane.busy) return;
+  function pump(lane: Lane): Promise<void> {
+    if (lane.busy) return Promise.resolve();
+    // Tracked so that `stop` waits for it: a pump between two statements must not outlive the database.
+    const pumped = pumpLane(lane).finally(() => pumping.delete(pumped));
+    pumping.add(pumped);
+    return pumped;
+  }
+
+  async function pumpLane(lane: Lane): Promise<void> {
     lane.busy = true;
     try {
       while (!stopping) {
@@ -169,11 +177,12 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
           const held = lane.queue.splice(1).map((delivery) => delivery.id);
           lane.backlog = true;
           await releaseLeases(db, held, id);
+          if (stopping) break;
         }
         if (lane.queue.length === 0) {
           if (!lane.backlog || lane.inFlight >= limit) break;
           await fill(lane);
-          if (lane.queue.length === 0) break;
+          if (stopping || lane.queue.length === 0) break;
         }
         if (lane.inFlight >= limit) break;
         if (probing) {
@@ -190,6 +199,7 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
         if (lane.target === null || clock.now() - lane.targetReadAt > options.targetTtlMs) {
           lane.target = (await findTarget(db, lane.endpointId)) ?? null;
           lane.targetReadAt = clock.now();
+          if (stopping) break;
           if (lane.target === null) {
             // Deleted: its deliveries went with it.
             lane.queue = [];
@@ -408,7 +418,7 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
     if (pollSoon !== null) clearImmediate(pollSoon);
     for (const timer of retryWakes.values()) clearTimeout(timer);
     retryWakes.clear();
-    while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+    while (inFlight.size > 0 || pumping.size > 0) await Promise.allSettled([...inFlight, ...pumping]);
     while (flushing !== null) await flushing;
     const unstarted = [...lanes.values()].flatMap((lane) => lane.queue.map((delivery) => delivery.id));
     for (const lane of [...lanes.values()]) forgetLane(lane);

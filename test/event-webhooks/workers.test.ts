@@ -8,6 +8,7 @@ import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { startSmtpServer, type SmtpInbox } from '../support/mail.ts';
 import { eventually, startReceiver, type Receiver } from '../support/receiver.ts';
 import { createEndpoint, emit } from './helpers.ts';
+import { createDeliveryWorker, DEFAULT_WORKER_OPTIONS } from '../../src/event-webhooks/delivery.worker.ts';
 
 describe('several workers on one database', () => {
   let database: TestDatabase;
@@ -55,5 +56,67 @@ describe('several workers on one database', () => {
       return pending.length === 0 ? true : undefined;
     }, 20_000, 'all deliveries recorded as delivered');
     assert.ok(rows);
+  });
+});
+
+describe('a worker that stops', () => {
+  let ctx: TestContext;
+  let receiver: Receiver;
+
+  before(async () => {
+    // ROLE=api: the app has no worker of its own; the test runs one on a database whose claims it can hold up.
+    ctx = await createTestApp({ realClock: true, env: { ROLE: 'api' } });
+    receiver = await startReceiver(() => ({ status: 200 }));
+  });
+  after(async () => {
+    await receiver.close();
+    await ctx.close();
+  });
+
+  test('regression: a claim under way when stop is called is waited for, and what it leased is given back', async () => {
+    const user = await registerUser(ctx);
+    await createEndpoint(ctx, user, { url: receiver.url });
+    for (let i = 0; i < 5; i++) await emit(ctx, user.id, 'machine.created');
+
+    // Holds the answer of the first UPDATE (the claim) after the database has run it: the leases are taken.
+    let claimReached!: () => void;
+    const reached = new Promise<void>((resolve) => (claimReached = resolve));
+    let releaseClaim!: () => void;
+    const held = new Promise<void>((resolve) => (releaseClaim = resolve));
+    const updates = new Set<unknown>();
+    let holding = true;
+    const gated = ctx.app.deps.db.withPlugin({
+      transformQuery: ({ node, queryId }) => {
+        if (node.kind === 'UpdateQueryNode') updates.add(queryId);
+        return node;
+      },
+      transformResult: async ({ queryId, result }) => {
+        if (holding && updates.has(queryId)) {
+          holding = false;
+          claimReached();
+          await held;
+        }
+        return result;
+      },
+    });
+    const { deps } = ctx.app;
+    const worker = createDeliveryWorker(
+      { db: gated, clock: deps.clock, logger: deps.logger, sender: deps.webhooks.sender, metrics: deps.webhooks.metrics, config: deps.config.webhook },
+      { ...DEFAULT_WORKER_OPTIONS, pollIntervalMs: 60_000 },
+    );
+    worker.start();
+    await reached;
+    const leased = await deps.db.selectFrom('deliveries').select('id').where('locked_by', '=', worker.id).execute();
+    assert.equal(leased.length, 5, 'the claim ran');
+
+    const stopped = worker.stop().then(() => 'stopped');
+    const early = await Promise.race([stopped, new Promise((resolve) => setTimeout(() => resolve('waiting'), 100))]);
+    assert.equal(early, 'waiting', 'stop returned while a claim was under way');
+    releaseClaim();
+    assert.equal(await stopped, 'stopped');
+
+    const rows = await deps.db.selectFrom('deliveries').select(['locked_by', 'attempts', 'status']).execute();
+    assert.deepEqual(rows.map((row) => [row.locked_by, row.attempts, row.status]), Array(5).fill([null, 0, 'pending']));
+    assert.equal(receiver.requests.length, 0, 'nothing is sent after stop');
   });
 });
