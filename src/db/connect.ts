@@ -1,5 +1,6 @@
 import { Kysely, PostgresAdapter, PostgresDialect, type Dialect } from 'kysely';
 import pg from 'pg';
+import { CurrentSchemaIntrospector } from './postgres-introspector.ts';
 import { preparedStatementName } from './prepared.ts';
 import { createSqliteDialect } from './sqlite.ts';
 import type { DB } from './database.ts';
@@ -43,7 +44,13 @@ function createPostgresDialect(url: string, options: ConnectOptions): Dialect {
     },
   });
   pool.on('connect', nameHotStatements);
-  return new PostgresDialect({ pool });
+  const dialect = new PostgresDialect({ pool });
+  return {
+    createAdapter: () => dialect.createAdapter(),
+    createDriver: () => dialect.createDriver(),
+    createQueryCompiler: () => dialect.createQueryCompiler(),
+    createIntrospector: (db) => new CurrentSchemaIntrospector(db),
+  };
 }
 
 /**

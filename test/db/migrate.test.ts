@@ -1,6 +1,9 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
+import { sql } from 'kysely';
 import pg from 'pg';
+import { connectDatabase } from '../../src/db/connect.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
 import { createTestApp, registerUser } from '../support/app.ts';
 import { freshDatabase, onPostgres, TEST_DATABASE_URL } from '../support/database.ts';
 
@@ -22,5 +25,27 @@ test('migrations find their own bookkeeping tables, not those of another schema 
   } finally {
     await client.end();
     await other.drop();
+  }
+});
+
+test('introspection reads only our own schema, so another schema dropped meanwhile cannot fail a migration', { skip: !onPostgres && 'Postgres only' }, async () => {
+  // Regression: Kysely's introspector calls pg_get_serial_sequence on the tables of every
+  // schema; one dropped during the scan (another test run finishing) failed our migration
+  // with "schema test_… does not exist".
+  const ours = await freshDatabase();
+  const other = await freshDatabase();
+  const db = connectDatabase(ours.url, { schema: ours.schema });
+  try {
+    await sql.raw(`create table ${other.schema}.elsewhere (id serial primary key)`).execute(db);
+    await migrateToLatest(db);
+    const tables = await db.introspection.getTables({ withInternalKyselyTables: true });
+    assert.deepEqual(new Set(tables.map((table) => table.schema)), new Set([ours.schema]));
+    const names = tables.map((table) => table.name);
+    assert.ok(names.includes('accounts') && names.includes('kysely_migration'), names.join());
+    assert.ok(!(await db.introspection.getTables()).some((table) => table.name.startsWith('kysely_')));
+  } finally {
+    await db.destroy();
+    await other.drop();
+    await ours.drop();
   }
 });
