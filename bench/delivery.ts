@@ -13,9 +13,10 @@ import { emitEvent, newDeliveryRow } from '../src/events/events.service.ts';
 import { createEndpoint } from '../src/event-webhooks/endpoints.service.ts';
 import { deliveryHeaders } from '../src/event-webhooks/signing.ts';
 import { newId } from '../src/shared/ids.ts';
-import { cpuMicros, epochNow, percentile, postgresSchema, ratioLine, sleep, startChild, type Child } from './support.ts';
+import { cpuMicros, epochNow, percentile, postgresCpuMicros, postgresSchema, ratioLine, sleep, startChild, type Child } from './support.ts';
 
 const databaseUrl = process.env.DATABASE_URL?.startsWith('postgres') ? process.env.DATABASE_URL : undefined;
+const onPostgres = databaseUrl !== undefined;
 const engine = databaseUrl ? 'PostgreSQL' : 'SQLite';
 const ENDPOINTS = 4;
 const PER_ENDPOINT_CONCURRENCY = 16;
@@ -120,14 +121,19 @@ function emit(app: App, accountId: string, type: 'machine.created' | 'machine.er
 }
 
 /**
- * CPU time per item of this process (all its threads) and the receiver's: a figure the noise of a
- * shared machine moves less than the rates. PostgreSQL's own processes are not counted.
+ * CPU time per item of this process (all its threads), the receiver's and, on PostgreSQL, the
+ * database server's: figures the noise of a shared machine moves less than the rates.
  */
-function cpuMeter() {
+function cpuMeter(withDatabase = false) {
   const ours = cpuMicros();
   const theirs = cpuMicros(receiver.process.pid);
+  const database = withDatabase ? postgresCpuMicros() : 0;
   return {
-    perItem: (count: number) => ({ ours: (cpuMicros() - ours) / count, receiver: (cpuMicros(receiver.process.pid) - theirs) / count }),
+    perItem: (count: number) => ({
+      ours: (cpuMicros() - ours) / count,
+      receiver: (cpuMicros(receiver.process.pid) - theirs) / count,
+      database: withDatabase ? (postgresCpuMicros() - database) / count : undefined,
+    }),
   };
 }
 
@@ -136,7 +142,7 @@ async function pipelineDeliveriesPerSecond(total: number) {
   for (let i = 0; i < ENDPOINTS; i++) await createEndpoint(service.app.deps, service.accountId, { url: receiverUrl, events: ['machine.created'] });
   await receiver.request({ cmd: 'reset' });
   let emitted = 0;
-  const cpu = cpuMeter();
+  const cpu = cpuMeter(onPostgres);
   const started = performance.now();
   await Promise.all(
     Array.from({ length: EMITTERS }, async () => {
@@ -248,14 +254,15 @@ for (let round = 0; round < 2; round++) {
 }
 const best = (runs: Run[]) => Math.max(...runs.map((run) => run.rate));
 const rates = (runs: Run[]) => runs.map((run) => Math.round(run.rate)).join(', ');
-const cpuLine = (runs: Run[]) => runs.map(({ cpu }) => `${cpu.ours.toFixed(0)} + ${cpu.receiver.toFixed(0)}`).join(', ');
+const cpuLine = (runs: Run[]) =>
+  runs.map(({ cpu }) => [cpu.ours, cpu.receiver, ...(cpu.database === undefined ? [] : [cpu.database])].map((us) => us.toFixed(0)).join(' + ')).join(', ');
 const connections = ENDPOINTS * PER_ENDPOINT_CONCURRENCY;
 console.log(`  raw signed POSTs, undici request() (${connections} connections): ${rates(requestCeilings)} /s`);
 console.log(`    CPU µs per POST (this process + receiver): ${cpuLine(requestCeilings)}`);
 console.log(`  raw signed POSTs, undici dispatch() (${connections} connections): ${rates(dispatchCeilings)} /s`);
 console.log(`    CPU µs per POST (this process + receiver): ${cpuLine(dispatchCeilings)}`);
 console.log(`  events → deliveries (outbox, worker, receipt): ${rates(pipelines)} /s`);
-console.log(`    CPU µs per delivery (service + receiver): ${cpuLine(pipelines)}`);
+console.log(`    CPU µs per delivery (service + receiver${onPostgres ? ' + PostgreSQL' : ''}): ${cpuLine(pipelines)}`);
 console.log(`  ${ratioLine('deliveries per second', best(pipelines), best(requestCeilings), TARGET)}`);
 console.log(`    against the dispatch() POSTs instead (the sender's own API; no target): ${(best(pipelines) / best(dispatchCeilings)).toFixed(2)}`);
 

@@ -1,6 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 
 export function percentile(values: number[], p: number): number {
@@ -23,6 +23,20 @@ export function cpuMicros(pid?: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
   // utime and stime, in clock ticks of 10 ms (fields 14 and 15 of proc(5), counted from the state field here)
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/** CPU time of every PostgreSQL server process on this machine (backends, WAL writer, autovacuum…), in microseconds. */
+export function postgresCpuMicros(): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += cpuMicros(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return total;
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
