@@ -1,7 +1,7 @@
 import { CompiledQuery, sql, type Kysely } from 'kysely';
 import { dialectOf } from '../db/connect.ts';
 import type { DB } from '../db/database.ts';
-import { prepared, preferPrepared, type Prepared } from '../db/prepared.ts';
+import { prepared, preferPrepared } from '../db/prepared.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { DeliveriesTable, DeliveryStatus } from './event-webhooks.tables.ts';
 
@@ -59,52 +59,35 @@ export function toDelivery(row: DeliveriesTable): Delivery {
   };
 }
 
-/** What differs between new deliveries; the rest is the same for all (pending, no attempt yet, due at creation). */
-const NEW_DELIVERY_ARITY = 8;
-const newDeliveryArguments = (row: DeliveriesTable) => [row.id, row.account_id, row.endpoint_id, row.event_id, row.event_type, row.created_at, row.locked_by, row.locked_until];
-const insertNewDeliveries = new Map<number, Prepared<unknown[], unknown>>();
-
-/** The insert of `count` new deliveries, compiled once per count (an account has at most ten endpoints). */
-function insertNewDeliveriesQuery(count: number): Prepared<unknown[], unknown> {
-  let query = insertNewDeliveries.get(count);
-  if (query === undefined) {
-    query = prepared(count * NEW_DELIVERY_ARITY, (db, ...args: unknown[]) =>
-      db.insertInto('deliveries').values(
-        Array.from({ length: count }, (_, i) => {
-          const [id, accountId, endpointId, eventId, eventType, createdAt, lockedBy, lockedUntil] = args.slice(i * NEW_DELIVERY_ARITY) as [string, string, string, string, string, number, string | null, number | null];
-          return {
-            id,
-            account_id: accountId,
-            endpoint_id: endpointId,
-            event_id: eventId,
-            event_type: eventType,
-            status: 'pending' as const,
-            attempts: 0,
-            series_attempts: 0,
-            next_attempt_at: createdAt,
-            locked_by: lockedBy,
-            locked_until: lockedUntil,
-            created_at: createdAt,
-          };
-        }),
-      ),
-    );
-    insertNewDeliveries.set(count, query);
-  }
-  return query;
-}
+/** A new delivery: pending, due at its creation, leased or not. */
+const insertNewDeliveryQuery = prepared(
+  8,
+  (db, id: string, accountId: string, endpointId: string, eventId: string, eventType: string, createdAt: number, lockedBy: string | null, lockedUntil: number | null) =>
+    db.insertInto('deliveries').values({
+      id,
+      account_id: accountId,
+      endpoint_id: endpointId,
+      event_id: eventId,
+      event_type: eventType,
+      status: 'pending' as const,
+      attempts: 0,
+      series_attempts: 0,
+      next_attempt_at: createdAt,
+      locked_by: lockedBy,
+      locked_until: lockedUntil,
+      created_at: createdAt,
+    }),
+);
 
 /**
- * New deliveries: pending, due at their creation, leased or not. PostgreSQL
- * takes them in one statement (one round trip); SQLite runs a multi-row
- * VALUES several times slower than the same rows through one prepared statement.
+ * New deliveries, one prepared statement each: SQLite runs a multi-row VALUES
+ * several times slower. (PostgreSQL's emit inserts its deliveries along with
+ * the event: see insertEventWithDeliveries.)
  */
 export async function insertDeliveries(db: Kysely<DB>, rows: DeliveriesTable[]): Promise<void> {
-  if (rows.length > 1 && dialectOf(db) === 'postgres') {
-    await insertNewDeliveriesQuery(rows.length).execute(db, ...rows.flatMap(newDeliveryArguments));
-    return;
+  for (const row of rows) {
+    await insertNewDeliveryQuery.execute(db, row.id, row.account_id, row.endpoint_id, row.event_id, row.event_type, row.created_at, row.locked_by, row.locked_until);
   }
-  for (const row of rows) await insertNewDeliveriesQuery(1).execute(db, ...newDeliveryArguments(row));
 }
 
 /** A delivery written whole, in whatever state it starts. */

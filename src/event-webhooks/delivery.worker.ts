@@ -59,6 +59,10 @@ export interface DeliveryWorker {
   readonly id: string;
   /** Inside an emitting transaction: a lease for a new delivery to this endpoint, if this worker can start it at once. */
   reserve(endpointId: string): Reservation | null;
+  /** A lease for new deliveries to endpoints not yet known, if this worker is taking work; each must then pass `accepts`. */
+  lease(): Reservation | null;
+  /** Whether this endpoint's lane can take one more delivery at once (if not, it will look in the database later). */
+  accepts(endpointId: string): boolean;
   /** After that transaction commits: the reserved deliveries, to send now, and the endpoint as that transaction read it. */
   handoff(target: EndpointTarget, deliveries: LeasedDelivery[], reservation: Reservation): void;
   start(): void;
@@ -134,14 +138,22 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
     lanes.delete(lane.endpointId);
   }
 
-  function reserve(endpointId: string) {
+  function lease(): Reservation | null {
     if (!started || stopping) return null;
+    return { lockedBy: id, lockedUntil: clock.now() + leaseMs, changesHeard };
+  }
+
+  function accepts(endpointId: string): boolean {
     const lane = lanes.get(endpointId);
     if (lane !== undefined && (lane.queue.length + lane.inFlight >= laneCapacity || lane.backlog || isProbing(lane))) {
       lane.backlog = true;
-      return null;
+      return false;
     }
-    return { lockedBy: id, lockedUntil: clock.now() + leaseMs, changesHeard };
+    return true;
+  }
+
+  function reserve(endpointId: string): Reservation | null {
+    return started && !stopping && accepts(endpointId) ? lease() : null;
   }
 
   function handoff(target: EndpointTarget, deliveries: LeasedDelivery[], reservation: Reservation): void {
@@ -425,5 +437,5 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
     await releaseLeases(db, unstarted, id).catch((err: unknown) => logger.error({ err }, 'could not give back leases; they will expire'));
   }
 
-  return { id, reserve, handoff, hear, start, stop };
+  return { id, reserve, lease, accepts, handoff, hear, start, stop };
 }

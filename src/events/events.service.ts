@@ -1,7 +1,10 @@
 import type { Tx } from '../db/transaction.ts';
-import { insertDeliveries, type LeasedDelivery } from '../event-webhooks/deliveries.repository.ts';
-import { insertEventReadingEndpoints } from './events.repository.ts';
-import { subscribedTargets, type EndpointTarget } from '../event-webhooks/endpoints.repository.ts';
+import { insertDeliveries, releaseLeases, type LeasedDelivery } from '../event-webhooks/deliveries.repository.ts';
+import { insertEvent, insertEventWithDeliveries } from './events.repository.ts';
+import type { EventsTable } from './events.tables.ts';
+import { dialectOf } from '../db/connect.ts';
+import { MAX_ENDPOINTS_PER_ACCOUNT } from '../event-webhooks/endpoints.service.ts';
+import { findEnabledEndpoints, subscribedTargets, type EndpointTarget } from '../event-webhooks/endpoints.repository.ts';
 import type { DeliveriesTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { Reservation } from '../event-webhooks/delivery.worker.ts';
 import { announce } from '../shared/signals.ts';
@@ -34,24 +37,65 @@ export interface EventEnvelope {
 export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<EventEnvelope> {
   const now = deps.clock.now();
   const envelope: EventEnvelope = { id: newId('evt', now), type: event.type, createdAt: toIso(now), data: event.data };
-  const payload = JSON.stringify(envelope);
-  const endpoints = await insertEventReadingEndpoints(tx.db, { id: envelope.id, account_id: event.accountId, type: event.type, payload, created_at: now });
-  const targets = subscribedTargets(endpoints, event.type);
-  if (targets.length === 0) return envelope;
-  const worker = deps.webhooks.worker;
-  const handoffs: Array<{ target: EndpointTarget; delivery: LeasedDelivery; lease: Reservation }> = [];
-  const rows = targets.map((target): DeliveriesTable => {
-    const lease = worker?.reserve(target.id) ?? null;
-    const row = newDeliveryRow(now, event.accountId, target.id, envelope, lease);
-    if (lease !== null) {
-      handoffs.push({ target, lease, delivery: { id: row.id, eventId: envelope.id, eventType: envelope.type, payload, attempts: 0, seriesAttempts: 0, leaseUntil: lease.lockedUntil } });
-    }
-    return row;
-  });
-  await insertDeliveries(tx.db, rows);
-  if (handoffs.length < rows.length) await announce(deps.signals, tx, 'due');
-  if (worker !== null && handoffs.length > 0) tx.afterCommit(() => handoffs.forEach(({ target, delivery, lease }) => worker.handoff(target, [delivery], lease)));
+  const row: EventsTable = { id: envelope.id, account_id: event.accountId, type: event.type, payload: JSON.stringify(envelope), created_at: now };
+  await (dialectOf(tx.db) === 'postgres' ? emitInOneStatement(deps, tx, row) : emitInStatements(deps, tx, row, envelope));
   return envelope;
+}
+
+interface Handoff {
+  target: EndpointTarget;
+  delivery: LeasedDelivery;
+  lease: Reservation;
+}
+
+/**
+ * PostgreSQL, where an emit costs mostly round trips: the event and its
+ * deliveries in one statement, all leased to this process's worker; those
+ * whose lane cannot start them at once are given back before the commit.
+ */
+async function emitInOneStatement(deps: Deps, tx: Tx, row: EventsTable): Promise<void> {
+  const worker = deps.webhooks.worker;
+  const lease = worker?.lease() ?? null;
+  const deliveryIds = Array.from({ length: MAX_ENDPOINTS_PER_ACCOUNT }, () => newId('dlv', row.created_at));
+  const queued = await insertEventWithDeliveries(tx.db, row, deliveryIds, lease);
+  const handoffs: Handoff[] = [];
+  if (worker !== null && lease !== null) {
+    const refused: string[] = [];
+    for (const { endpoint_id, url, secret, delivery_id } of queued) {
+      if (worker.accepts(endpoint_id)) handoffs.push({ target: { id: endpoint_id, url, secret, enabled: true }, lease, delivery: leasedDelivery(delivery_id, row, lease) });
+      else refused.push(delivery_id);
+    }
+    if (refused.length > 0) await releaseLeases(tx.db, refused, lease.lockedBy);
+  }
+  await finishEmit(deps, tx, queued.length, handoffs);
+}
+
+/** SQLite, where statements are cheap: the event, the endpoints, then their deliveries, each leased if its lane can start it at once. */
+async function emitInStatements(deps: Deps, tx: Tx, row: EventsTable, envelope: EventEnvelope): Promise<void> {
+  await insertEvent(tx.db, row);
+  const targets = subscribedTargets(await findEnabledEndpoints(tx.db, row.account_id), row.type);
+  if (targets.length === 0) return;
+  const worker = deps.webhooks.worker;
+  const handoffs: Handoff[] = [];
+  const deliveries = targets.map((target): DeliveriesTable => {
+    const lease = worker?.reserve(target.id) ?? null;
+    const delivery = newDeliveryRow(row.created_at, row.account_id, target.id, envelope, lease);
+    if (lease !== null) handoffs.push({ target, lease, delivery: leasedDelivery(delivery.id, row, lease) });
+    return delivery;
+  });
+  await insertDeliveries(tx.db, deliveries);
+  await finishEmit(deps, tx, deliveries.length, handoffs);
+}
+
+function leasedDelivery(id: string, event: EventsTable, lease: Reservation): LeasedDelivery {
+  return { id, eventId: event.id, eventType: event.type, payload: event.payload, attempts: 0, seriesAttempts: 0, leaseUntil: lease.lockedUntil };
+}
+
+/** Deliveries left unleased are announced to every worker; the leased ones go to this one's lanes once the transaction commits. */
+async function finishEmit(deps: Deps, tx: Tx, created: number, handoffs: Handoff[]): Promise<void> {
+  if (handoffs.length < created) await announce(deps.signals, tx, 'due');
+  const worker = deps.webhooks.worker;
+  if (worker !== null && handoffs.length > 0) tx.afterCommit(() => handoffs.forEach(({ target, delivery, lease }) => worker.handoff(target, [delivery], lease)));
 }
 
 export function newDeliveryRow(

@@ -6,8 +6,9 @@ import { eventually, receiverPool } from '../support/receiver.ts';
 import { createEndpoint, deliveriesOf, emit } from './helpers.ts';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { insertDeliveries } from '../../src/event-webhooks/deliveries.repository.ts';
-import { insertEventReadingEndpoints } from '../../src/events/events.repository.ts';
-import { newDeliveryRow } from '../../src/events/events.service.ts';
+import { insertEvent } from '../../src/events/events.repository.ts';
+import { findEnabledEndpoints } from '../../src/event-webhooks/endpoints.repository.ts';
+import { emitEvent, newDeliveryRow } from '../../src/events/events.service.ts';
 import { newId } from '../../src/shared/ids.ts';
 import { onPostgres } from '../support/database.ts';
 
@@ -124,22 +125,31 @@ describe('test operation, retry, cancellation and receiver behaviour', () => {
   });
 
   // Regression: an endpoint deleted between an emit's read of the endpoints and its insert failed the emitting transaction (a foreign key violation).
-  test('an endpoint deleted while an event is being emitted waits for it, then takes its delivery along', { skip: !onPostgres && 'needs two connections at once' }, async () => {
+  test('an endpoint deleted while an event is being emitted waits for it, then takes its delivery along', async () => {
     const owner = await registerUser(ctx);
     const hook = await receiver(() => 'hang');
     const endpoint = await createEndpoint(ctx, owner, { url: hook.url, events: ['machine.started'] });
     let deletion: Promise<number> | undefined;
-    let deletedBeforeInsert = false;
-    await inTransaction(ctx.app.deps.db, async (tx) => {
-      // An emit's two statements, with the delete in between.
-      const envelope = { id: newId('evt'), type: 'machine.started', createdAt: new Date().toISOString(), data: {} };
-      const endpoints = await insertEventReadingEndpoints(tx.db, { id: envelope.id, account_id: owner.id, type: envelope.type, payload: JSON.stringify(envelope), created_at: Date.now() });
-      assert.deepEqual(endpoints.map((row) => row.id), [endpoint.id]);
-      deletion = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) }).then((r) => r.statusCode);
-      deletedBeforeInsert = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);
-      await insertDeliveries(tx.db, [newDeliveryRow(Date.now(), owner.id, endpoint.id, envelope, null)]);
-    });
-    assert.equal(deletedBeforeInsert, false, 'the delete waited for the emitting transaction');
+    let deletedBeforeCommit = false;
+    if (onPostgres) {
+      // The emit, then the delete from another connection while the emitting transaction is still open.
+      await inTransaction(ctx.app.deps.db, async (tx) => {
+        await emitEvent(ctx.app.deps, tx, { accountId: owner.id, type: 'machine.started', data: {} });
+        deletion = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) }).then((r) => r.statusCode);
+        deletedBeforeCommit = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);
+      });
+    } else {
+      // SQLite's emit is two statements; the delete comes between them.
+      await inTransaction(ctx.app.deps.db, async (tx) => {
+        const envelope = { id: newId('evt'), type: 'machine.started', createdAt: new Date().toISOString(), data: {} };
+        await insertEvent(tx.db, { id: envelope.id, account_id: owner.id, type: envelope.type, payload: JSON.stringify(envelope), created_at: Date.now() });
+        assert.deepEqual((await findEnabledEndpoints(tx.db, owner.id)).map((row) => row.id), [endpoint.id]);
+        deletion = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) }).then((r) => r.statusCode);
+        deletedBeforeCommit = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);
+        await insertDeliveries(tx.db, [newDeliveryRow(Date.now(), owner.id, endpoint.id, envelope, null)]);
+      });
+    }
+    assert.equal(deletedBeforeCommit, false, 'the delete waited for the emitting transaction');
     assert.equal(await deletion, 204);
     const rows = await ctx.app.deps.db.selectFrom('deliveries').select('id').where('endpoint_id', '=', endpoint.id).execute();
     assert.equal(rows.length, 0, 'its delivery was cancelled with it');
@@ -258,6 +268,27 @@ describe('isolation between endpoints', () => {
     assert.ok(slowDeliveries.every((d) => d.attempts === 0), 'the fast endpoint was served while every slow attempt was still waiting for its first answer');
     assert.equal(slow.requests.length, 16, 'the slow receiver has exactly its lane of attempts in flight');
     await eventually(async () => (await deliveriesOf(isolated, other, fastEndpoint.id))[0]?.status === 'delivered' || undefined);
+  });
+
+  test('an emit leases to this worker what its lane can start at once, and leaves the rest to any worker', async () => {
+    const small = await createTestApp({ realClock: true, env: { WEBHOOK_TIMEOUT_MS: '5000' }, buildOptions: { workerOptions: { perEndpointConcurrency: 2, laneBacklog: 1, pollIntervalMs: 60_000 } } });
+    try {
+      const owner = await registerUser(small);
+      const slow = await isolatedReceivers.start(() => 'hang');
+      const endpoint = await createEndpoint(small, owner, { url: slow.url, events: ['machine.created'] });
+      for (let i = 0; i < 5; i++) await emit(small, owner.id, 'machine.created');
+      await slow.waitFor(2);
+      const rows = await small.app.deps.db.selectFrom('deliveries').select(['id', 'locked_by']).where('endpoint_id', '=', endpoint.id).orderBy('id').execute();
+      const workerId = small.app.deps.webhooks.worker!.id;
+      assert.deepEqual(
+        rows.map((row) => row.locked_by),
+        [workerId, workerId, workerId, null, null],
+        'two in flight and one queued are leased; the two beyond the lane wait in the database, unleased',
+      );
+      assert.equal(slow.requests.length, 2);
+    } finally {
+      await small.close();
+    }
   });
 
   // Regression: the sender capped connections per origin at one lane's width, so a hanging path held every connection to its host.
