@@ -1,4 +1,4 @@
-import { Kysely, PostgresAdapter, PostgresDialect, type Dialect } from 'kysely';
+import { Kysely, PostgresAdapter, PostgresDialect, type DatabaseIntrospector, type Dialect } from 'kysely';
 import pg from 'pg';
 import { CurrentSchemaIntrospector } from './postgres-introspector.ts';
 import { preparedStatementName } from './prepared.ts';
@@ -44,13 +44,14 @@ function createPostgresDialect(url: string, options: ConnectOptions): Dialect {
     },
   });
   pool.on('connect', nameHotStatements);
-  const dialect = new PostgresDialect({ pool });
-  return {
-    createAdapter: () => dialect.createAdapter(),
-    createDriver: () => dialect.createDriver(),
-    createQueryCompiler: () => dialect.createQueryCompiler(),
-    createIntrospector: (db) => new CurrentSchemaIntrospector(db),
-  };
+  return new CurrentSchemaPostgresDialect({ pool });
+}
+
+/** Kysely's PostgreSQL dialect, introspecting only our own schema (see CurrentSchemaIntrospector). */
+class CurrentSchemaPostgresDialect extends PostgresDialect {
+  override createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
+    return new CurrentSchemaIntrospector(db);
+  }
 }
 
 /**

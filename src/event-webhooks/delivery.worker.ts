@@ -57,9 +57,7 @@ export interface DeliveryWorker {
   /** Reacts to `due`, `endpoint:<id>` and `elsewhere` signals; ignores the rest. */
   hear(signal: Signal): void;
   readonly id: string;
-  /** Inside an emitting transaction: a lease for a new delivery to this endpoint, if this worker can start it at once. */
-  reserve(endpointId: string): Reservation | null;
-  /** A lease for new deliveries to endpoints not yet known, if this worker is taking work; each must then pass `accepts`. */
+  /** Inside an emitting transaction: the lease for its new deliveries, if this worker is taking work; each must also pass `accepts`. */
   lease(): Reservation | null;
   /** Whether this endpoint's lane can take one more delivery at once (if not, it will look in the database later). */
   accepts(endpointId: string): boolean;
@@ -150,10 +148,6 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
       return false;
     }
     return true;
-  }
-
-  function reserve(endpointId: string): Reservation | null {
-    return started && !stopping && accepts(endpointId) ? lease() : null;
   }
 
   function handoff(target: EndpointTarget, deliveries: LeasedDelivery[], reservation: Reservation): void {
@@ -437,5 +431,5 @@ export function createDeliveryWorker(deps: WorkerDeps, options: WorkerOptions = 
     await releaseLeases(db, unstarted, id).catch((err: unknown) => logger.error({ err }, 'could not give back leases; they will expire'));
   }
 
-  return { id, reserve, lease, accepts, handoff, hear, start, stop };
+  return { id, lease, accepts, handoff, hear, start, stop };
 }

@@ -93,7 +93,7 @@ function failedBeforeSending(error: string): AttemptResult {
  */
 class Attempt implements Dispatcher.DispatchHandler {
   readonly #started = performance.now();
-  readonly #timeoutMs: number;
+  readonly #timeoutError: string;
   readonly #resolve: (result: AttemptResult) => void;
   readonly #timer: NodeJS.Timeout;
   #controller: Dispatcher.DispatchController | null = null;
@@ -104,7 +104,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   #done = false;
 
   constructor(timeoutMs: number, resolve: (result: AttemptResult) => void) {
-    this.#timeoutMs = timeoutMs;
+    this.#timeoutError = `no response within ${timeoutMs} ms`;
     this.#resolve = resolve;
     this.#timer = setTimeout(() => this.#onTimeout(), timeoutMs);
   }
@@ -112,7 +112,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
     // Its time ran out while it waited for a connection: it is not sent at all.
-    if (this.#done) controller.abort(new Error(`no response within ${this.#timeoutMs} ms`));
+    if (this.#done) controller.abort(new Error(this.#timeoutError));
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
@@ -140,7 +140,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   #onTimeout(): void {
     this.#timedOut = true;
     this.#finish(null, true);
-    this.#controller?.abort(new Error(`no response within ${this.#timeoutMs} ms`));
+    this.#controller?.abort(new Error(this.#timeoutError));
   }
 
   #finish(error: Error | null, cut: boolean): void {
@@ -150,7 +150,7 @@ class Attempt implements Dispatcher.DispatchHandler {
     const durationMs = Math.round(performance.now() - this.#started);
     const status = this.#status;
     if (status === null) {
-      const why = this.#timedOut ? `no response within ${this.#timeoutMs} ms` : describeFailure(error);
+      const why = this.#timedOut ? this.#timeoutError : describeFailure(error);
       return this.#resolve({ ok: false, status: null, body: null, error: storable(why), durationMs });
     }
     const bytes = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks);

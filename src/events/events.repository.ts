@@ -21,8 +21,9 @@ export interface QueuedDelivery {
 
 /**
  * PostgreSQL's whole emit in one statement: the event, the account's enabled
- * endpoints that want its type (locked as findEnabledEndpoints locks them), and
- * one pending delivery for each, leased to `lockedBy` when it is not null.
+ * endpoints that want its type (locked as findEnabledEndpoints locks them, and
+ * chosen by subscribedTargets' rule, in SQL), and one pending delivery for
+ * each, leased to `lockedBy` when it is not null.
  * `deliveryIds` must hold an id for every endpoint an account may have.
  * PostgreSQL runs data-modifying CTEs whether or not the query reads them; the
  * deliveries' foreign keys are checked at the end of the statement, when the

@@ -45,7 +45,6 @@ export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<Ev
 interface Handoff {
   target: EndpointTarget;
   delivery: LeasedDelivery;
-  lease: Reservation;
 }
 
 /**
@@ -62,12 +61,12 @@ async function emitInOneStatement(deps: Deps, tx: Tx, row: EventsTable): Promise
   if (worker !== null && lease !== null) {
     const refused: string[] = [];
     for (const { endpoint_id, url, secret, delivery_id } of queued) {
-      if (worker.accepts(endpoint_id)) handoffs.push({ target: { id: endpoint_id, url, secret, enabled: true }, lease, delivery: leasedDelivery(delivery_id, row, lease) });
+      if (worker.accepts(endpoint_id)) handoffs.push({ target: { id: endpoint_id, url, secret, enabled: true }, delivery: leasedDelivery(delivery_id, row, lease) });
       else refused.push(delivery_id);
     }
     if (refused.length > 0) await releaseLeases(tx.db, refused, lease.lockedBy);
   }
-  await finishEmit(deps, tx, queued.length, handoffs);
+  await finishEmit(deps, tx, queued.length, handoffs, lease);
 }
 
 /** SQLite, where statements are cheap: the event, the endpoints, then their deliveries, each leased if its lane can start it at once. */
@@ -76,15 +75,16 @@ async function emitInStatements(deps: Deps, tx: Tx, row: EventsTable, envelope: 
   const targets = subscribedTargets(await findEnabledEndpoints(tx.db, row.account_id), row.type);
   if (targets.length === 0) return;
   const worker = deps.webhooks.worker;
+  const lease = worker?.lease() ?? null;
   const handoffs: Handoff[] = [];
   const deliveries = targets.map((target): DeliveriesTable => {
-    const lease = worker?.reserve(target.id) ?? null;
-    const delivery = newDeliveryRow(row.created_at, row.account_id, target.id, envelope, lease);
-    if (lease !== null) handoffs.push({ target, lease, delivery: leasedDelivery(delivery.id, row, lease) });
+    const leased = lease !== null && worker!.accepts(target.id);
+    const delivery = newDeliveryRow(row.created_at, row.account_id, target.id, envelope, leased ? lease : null);
+    if (leased) handoffs.push({ target, delivery: leasedDelivery(delivery.id, row, lease) });
     return delivery;
   });
   await insertDeliveries(tx.db, deliveries);
-  await finishEmit(deps, tx, deliveries.length, handoffs);
+  await finishEmit(deps, tx, deliveries.length, handoffs, lease);
 }
 
 function leasedDelivery(id: string, event: EventsTable, lease: Reservation): LeasedDelivery {
@@ -92,10 +92,12 @@ function leasedDelivery(id: string, event: EventsTable, lease: Reservation): Lea
 }
 
 /** Deliveries left unleased are announced to every worker; the leased ones go to this one's lanes once the transaction commits. */
-async function finishEmit(deps: Deps, tx: Tx, created: number, handoffs: Handoff[]): Promise<void> {
+async function finishEmit(deps: Deps, tx: Tx, created: number, handoffs: Handoff[], lease: Reservation | null): Promise<void> {
   if (handoffs.length < created) await announce(deps.signals, tx, 'due');
   const worker = deps.webhooks.worker;
-  if (worker !== null && handoffs.length > 0) tx.afterCommit(() => handoffs.forEach(({ target, delivery, lease }) => worker.handoff(target, [delivery], lease)));
+  if (worker !== null && lease !== null && handoffs.length > 0) {
+    tx.afterCommit(() => handoffs.forEach(({ target, delivery }) => worker.handoff(target, [delivery], lease)));
+  }
 }
 
 export function newDeliveryRow(
