@@ -9,7 +9,9 @@ import { connectDatabase } from '../src/db/connect.ts';
 import { buildApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { inTransaction } from '../src/db/transaction.ts';
-import { emitEvent, newDeliveryRow } from '../src/events/events.service.ts';
+import { emitEvent } from '../src/event-webhooks/outbox.ts';
+import { insertDeliveries, newDeliveryRow } from '../src/event-webhooks/deliveries.repository.ts';
+import { deliveryJob } from '../src/event-webhooks/delivery.job.ts';
 import { createEndpoint } from '../src/event-webhooks/endpoints.service.ts';
 import { deliveryHeaders } from '../src/event-webhooks/signing.ts';
 import { newId } from '../src/shared/ids.ts';
@@ -22,7 +24,8 @@ const ENDPOINTS = 4;
 const PER_ENDPOINT_CONCURRENCY = 16;
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5000);
 const EMITTERS = databaseUrl ? 16 : 4;
-const TARGET = databaseUrl ? 0.3 : 0.5;
+// Issue 10's targets: the levels reached before the jobs redesign.
+const TARGET = databaseUrl ? 0.3 : 0.55;
 const data = { machine: { id: 'mch_01jdbench', name: 'bench', status: 'running', size: 'small', externalId: 'ext', labels: { team: 'bench' } }, detail: {} };
 
 const receiver = await startChild(new URL('./receiver.child.ts', import.meta.url).pathname);
@@ -189,9 +192,11 @@ async function seedDeadBacklog(app: App, accountId: string, endpointId: string, 
       const envelope = { id: newId('evt'), type: 'machine.error', createdAt: new Date(now).toISOString(), data };
       return envelope;
     });
-    await app.deps.db.transaction().execute(async (trx) => {
-      await trx.insertInto('events').values(events.map((e) => ({ id: e.id, account_id: accountId, type: e.type, payload: JSON.stringify(e), created_at: now }))).execute();
-      await trx.insertInto('deliveries').values(events.map((e) => newDeliveryRow(now, accountId, endpointId, e, null))).execute();
+    await inTransaction(app.deps.db, async (tx) => {
+      await tx.db.insertInto('events').values(events.map((e) => ({ id: e.id, account_id: accountId, type: e.type, payload: JSON.stringify(e), created_at: now }))).execute();
+      const deliveries = events.map((e) => newDeliveryRow(now, accountId, endpointId, e));
+      await insertDeliveries(tx.db, deliveries);
+      await app.deps.jobs.enqueue(tx, deliveryJob, deliveries.map((d) => ({ id: d.id, payload: {}, lane: endpointId })));
     });
   }
 }
@@ -270,8 +275,8 @@ const latencyService = await startService();
 await createEndpoint(latencyService.app.deps, latencyService.accountId, { url: receiverUrl, events: ['machine.created'] });
 const latency = await latencyAt(500, 10, latencyService);
 await latencyService.close();
-const latencyOk = latency.p50 <= 10 && latency.p99 <= 100;
-console.log(`  at 500 events/s for 10 s: event-to-receipt p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms (targets ≤ 10, ≤ 100) ${latencyOk ? 'PASS' : 'BELOW TARGET'}`);
+const latencyOk = latency.p50 <= 10 && latency.p99 <= 20;
+console.log(`  at 500 events/s for 10 s: event-to-receipt p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms (targets ≤ 10, ≤ 20) ${latencyOk ? 'PASS' : 'BELOW TARGET'}`);
 
 const dead = await deadReceiverScenario();
 const deadOk = dead.maxRssMb < 300 && dead.latency.p99 <= 100;

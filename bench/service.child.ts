@@ -6,7 +6,7 @@ import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { inTransaction } from '../src/db/transaction.ts';
 import type { EventType } from '../src/events/event-types.ts';
-import { emitEvent } from '../src/events/events.service.ts';
+import { emitEvent } from '../src/event-webhooks/outbox.ts';
 import { freePort } from '../test/support/service-process.ts';
 
 const dir = await mkdtemp(join(tmpdir(), 'bench-service-'));

@@ -325,7 +325,7 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000) {
 }
 
 async function mailFor(subject: string): Promise<MailMessage> {
-  await app.deps.background.idle();
+  await app.jobs.drain();
   const mail = mails.filter((message) => message.subject === subject).at(-1);
   if (!mail) throw new Error(`no mail "${subject}"`);
   return mail;

@@ -6,41 +6,41 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import type { Config } from './config.ts';
+import type { Deps } from './deps.ts';
 import { connectDatabase, dialectOf } from './db/connect.ts';
-import { otherProcessesCommits, watchOtherProcessesCommits } from './db/data-version.ts';
+import { watchOtherProcessesCommits } from './db/data-version.ts';
 import type { DB } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
-import { afterResponsePlugin } from './http/after-response.ts';
+import { listenForSignals } from './db/signal.listener.ts';
 import { authPlugin } from './http/auth.ts';
-import { clientErrorHandler, frameworkErrorHandler, registerErrorHandler } from './http/error-handler.ts';
+import { answerServerLevelRequests, clientErrorHandler, frameworkErrorHandler, registerErrorHandler } from './http/error-handler.ts';
 import { registerJsonBodies } from './http/json-body.ts';
 import { createUrlRedactor } from './http/request-log.ts';
+import { refuseForeignOriginOnMcp } from './http/origin.ts';
+import { refuseUnreadableRequests } from './http/request-guards.ts';
 import { refuseWhileClosing } from './http/shutdown.ts';
 import { createValidatorCompiler, refuseUnsafeInput } from './http/validation.ts';
-import { createMailer, defaultFromAddress, type Mailer } from './mail/mailer.ts';
+import { jobsPlugin } from './jobs/jobs.plugin.ts';
+import { createQueue } from './jobs/queue.ts';
+import { createRunner, DEFAULT_RUNNER_OPTIONS, type RunnerOptions } from './jobs/runner.ts';
+import { mailPlugin } from './mail/mail.plugin.ts';
+import type { Mailer } from './mail/mailer.ts';
 import { createMetrics, type Metrics } from './ops/metrics.ts';
-import { startMaintenance } from './ops/maintenance.ts';
+import { maintenancePlugin } from './ops/maintenance.ts';
 import { opsRoutes } from './ops/ops.routes.ts';
-import { accountsRoutes } from './accounts/accounts.routes.ts';
-import { apiKeysRoutes } from './api-keys/api-keys.routes.ts';
+import { accountsPlugin } from './accounts/accounts.plugin.ts';
+import { apiKeysPlugin } from './api-keys/api-keys.plugin.ts';
 import { sessionCookieName } from './accounts/sessions.service.ts';
-import { createDeliveryMetrics } from './event-webhooks/delivery.metrics.ts';
-import { createDeliveryWorker, DEFAULT_WORKER_OPTIONS, type WorkerOptions } from './event-webhooks/delivery.worker.ts';
-import { eventWebhookTools } from './event-webhooks/event-webhooks.mcp.ts';
-import { eventWebhooksRoutes } from './event-webhooks/event-webhooks.routes.ts';
-import { createSender } from './event-webhooks/sender.ts';
-import { listenForSignals } from './db/signal.listener.ts';
-import { createSignals } from './shared/signals.ts';
-import { createApiKeyCache } from './api-keys/api-key-cache.ts';
+import type { DeliveryOptions } from './event-webhooks/delivery.job.ts';
+import { eventWebhooksPlugin } from './event-webhooks/event-webhooks.plugin.ts';
 import type { ResolveAll } from './event-webhooks/targets.ts';
 import { machinesPlugin } from './machines/machines.plugin.ts';
 import { LIVE_VIEW_PATH } from './machines/live-view.service.ts';
-import { INBOUND_WEBHOOK_PATH } from './runs/inbound-webhooks.service.ts';
+import { INBOUND_WEBHOOK_PATH } from './machines/inbound-webhooks.service.ts';
 import { mcpPlugin } from './mcp/mcp.plugin.ts';
 import { dashboardRoutes } from './dashboard/dashboard.routes.ts';
-import { createBackgroundTasks } from './shared/background.ts';
 import { systemClock, type Clock } from './shared/clock.ts';
-import type { Deps } from './shared/deps.ts';
+import { createSignals } from './db/signals.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -58,7 +58,10 @@ export interface BuildOptions {
   logger?: false;
   /** Where log lines go instead of stdout (tests that read them). */
   logDestination?: DestinationStream;
-  workerOptions?: Partial<WorkerOptions>;
+  /** The job runner's poll interval (tests of several processes shorten it). */
+  runnerOptions?: Partial<RunnerOptions>;
+  /** Tuning of webhook delivery lanes. */
+  deliveryOptions?: Partial<DeliveryOptions>;
   /** Name resolution for webhook targets (tests stand in for DNS, as a hosts file would). */
   resolveAll?: ResolveAll;
 }
@@ -88,15 +91,26 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     forceCloseConnections: 'idle',
     frameworkErrors: frameworkErrorHandler(config.publicUrl),
     clientErrorHandler: clientErrorHandler(config.publicUrl),
+    // Node would answer a request without Host itself, with an empty 400; refuseUnreadableRequests answers it as problem+json.
+    http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  answerServerLevelRequests(app.server, config.publicUrl);
 
   app.setValidatorCompiler(createValidatorCompiler());
   registerJsonBodies(app);
   registerErrorHandler(app, config.publicUrl);
   refuseWhileClosing(app, config.publicUrl);
+  app.addHook('onRequest', refuseUnreadableRequests(config.publicUrl));
+  // Before authentication (the auth plugin's hook), so that it holds whatever the credential.
+  app.addHook('onRequest', refuseForeignOriginOnMcp(config.publicUrl));
   app.addHook('preValidation', refuseUnsafeInput);
 
-  const db: Kysely<DB> = connectDatabase(config.databaseUrl, options.databaseSchema ? { schema: options.databaseSchema } : {});
+  const db: Kysely<DB> = connectDatabase(config.databaseUrl, {
+    ...(options.databaseSchema ? { schema: options.databaseSchema } : {}),
+    preparedStatements: config.performance.pgPreparedStatements,
+    pipelinedBegin: config.performance.pgPipelinedBegin,
+    groupCommit: config.performance.sqliteGroupCommit,
+  });
   try {
     await migrateToLatest(db);
   } catch (error) {
@@ -105,25 +119,14 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   }
 
   const metrics = createMetrics();
-  const workerOptions: WorkerOptions = { ...DEFAULT_WORKER_OPTIONS, ...options.workerOptions };
-  const deps: Deps = {
-    config,
-    db,
-    clock: options.clock ?? systemClock,
-    mailer: options.mailer ?? createMailer({ smtpUrl: config.smtpUrl, mailDir: config.mailDir, from: defaultFromAddress(config.publicUrl) }),
-    background: createBackgroundTasks(logger),
-    logger,
-    webhooks: {
-      sender: createSender(config.webhook, options.resolveAll),
-      metrics: createDeliveryMetrics(metrics.registry, db),
-      worker: null,
-    },
-    signals: createSignals(options.databaseSchema),
-    apiKeyCache: createApiKeyCache(),
-    otherProcessesCommits: otherProcessesCommits(db, config.databaseUrl),
-  };
-
-  deps.signals.subscribe(deps.apiKeyCache.hear);
+  const clock = options.clock ?? systemClock;
+  const signals = createSignals(options.databaseSchema);
+  // ROLE=api runs no jobs: what it enqueues waits for a worker process.
+  const runner =
+    config.role === 'api'
+      ? null
+      : createRunner({ db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: config.jobs.pollIntervalMs, ...options.runnerOptions });
+  const deps: Deps = Object.freeze({ config, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner, handover: config.performance.jobsHandover }) });
 
   await app.register(fp(async (core) => {
     core.decorate('deps', deps);
@@ -157,52 +160,35 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       security: [{ bearer: [] }, { session: [] }],
     },
   });
+  // Attempts in flight get at most the webhook timeout to finish when the process stops (each job kind bounds its own).
+  await app.register(jobsPlugin, { runner, stopGraceMs: config.webhook.timeoutMs });
+  await app.register(mailPlugin, options.mailer ? { mailer: options.mailer } : {});
   await app.register(authPlugin);
-  await app.register(afterResponsePlugin);
-
   await app.register(opsRoutes);
   await app.register(mcpPlugin);
-  let stopMaintenance = () => {};
-  if (config.role !== 'worker') {
-    await app.register(accountsRoutes);
-    await app.register(apiKeysRoutes);
-    await app.register(eventWebhooksRoutes);
-    app.platformMcpTools.push(eventWebhookTools);
-    await app.register(dashboardRoutes);
-    stopMaintenance = startMaintenance(deps);
-  }
+  await app.register(maintenancePlugin);
+  await app.register(accountsPlugin);
+  await app.register(apiKeysPlugin);
+  await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
+  await app.register(machinesPlugin);
+  if (config.role !== 'worker') await app.register(dashboardRoutes);
 
   let stopListening = async () => {};
-  if (config.role !== 'api') {
-    const worker = createDeliveryWorker(
-      { db, clock: deps.clock, logger, sender: deps.webhooks.sender, metrics: deps.webhooks.metrics, config: config.webhook },
-      workerOptions,
-    );
-    deps.webhooks.worker = worker;
-    deps.signals.subscribe(worker.hear);
-    app.addHook('onReady', async () => worker.start());
-  }
   app.addHook('onReady', async () => {
     if (dialectOf(db) === 'postgres') {
-      stopListening = listenForSignals(config.databaseUrl, deps.signals.channel, deps.signals.hear, logger);
+      stopListening = listenForSignals(config.databaseUrl, signals.channel, signals.hear, logger);
     } else {
       // SQLite has no NOTIFY: other processes on the file are noticed by their commits, as `elsewhere`.
-      const stopWatching = watchOtherProcessesCommits(db, config.databaseUrl, OTHER_PROCESSES_WATCH_MS, () => deps.signals.hear('elsewhere'));
+      const stopWatching = watchOtherProcessesCommits(db, config.databaseUrl, OTHER_PROCESSES_WATCH_MS, () => signals.hear('elsewhere'));
       stopListening = async () => stopWatching();
     }
   });
-  await app.register(machinesPlugin);
 
   app.get('/api/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
 
-  // In this order: finish the attempts in flight and record them, then the rest, the database last.
+  // Jobs in flight have finished (preClose); the database goes last.
   app.addHook('onClose', async () => {
-    stopMaintenance();
     await stopListening();
-    await deps.webhooks.worker?.stop();
-    await deps.background.idle();
-    deps.mailer.close();
-    await deps.webhooks.sender.close();
     await db.destroy();
   });
 

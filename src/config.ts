@@ -21,8 +21,26 @@ export interface MachinesConfig {
   provider: 'simulated';
   /** How long the simulated provider takes to boot a machine. */
   bootMs: number;
-  /** How often the worker looks for due boots, expiries, schedules, runs and pool refills. */
-  workerIntervalMs: number;
+}
+
+/**
+ * Speed techniques, each on by default and each measured (bench/RESULTS.md):
+ * the service behaves the same with any of them off, only slower.
+ */
+export interface PerformanceConfig {
+  /** PostgreSQL: statements that repeat are sent as named prepared statements, parsed and planned once per connection. */
+  pgPreparedStatements: boolean;
+  /** PostgreSQL: a transaction's BEGIN goes to the server with its first statement, not as a round trip of its own. */
+  pgPipelinedBegin: boolean;
+  /** SQLite: transactions waiting for the single writer share one commit, each in its own savepoint. */
+  sqliteGroupCommit: boolean;
+  /** Jobs due now that this process can start at once are leased to it by the insert that creates them and handed over in memory on commit, instead of being claimed by a poll. */
+  jobsHandover: boolean;
+}
+
+export interface JobsConfig {
+  /** How often a process looks for due jobs that nobody announced to it (the safety net under wake-ups). */
+  pollIntervalMs: number;
 }
 
 export interface Config {
@@ -41,6 +59,8 @@ export interface Config {
   logLevel: string;
   webhook: WebhookConfig;
   machines: MachinesConfig;
+  jobs: JobsConfig;
+  performance: PerformanceConfig;
   passwordHashCost: PasswordHashCost;
 }
 
@@ -81,7 +101,18 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     machines: {
       provider: parseMachineProvider(env.MACHINE_PROVIDER),
       bootMs: parseInteger('MACHINE_BOOT_MS', env.MACHINE_BOOT_MS, 2000, 0, 600_000),
-      workerIntervalMs: parseInteger('MACHINE_WORKER_INTERVAL_MS', env.MACHINE_WORKER_INTERVAL_MS, 1000, 10, 3_600_000),
+    },
+    jobs: {
+      // MACHINE_WORKER_INTERVAL_MS is its former name, still read.
+      pollIntervalMs: env.JOBS_POLL_INTERVAL_MS
+        ? parseInteger('JOBS_POLL_INTERVAL_MS', env.JOBS_POLL_INTERVAL_MS, 1000, 10, 3_600_000)
+        : parseInteger('MACHINE_WORKER_INTERVAL_MS', env.MACHINE_WORKER_INTERVAL_MS, 1000, 10, 3_600_000),
+    },
+    performance: {
+      pgPreparedStatements: parseSwitch('PG_PREPARED_STATEMENTS', env.PG_PREPARED_STATEMENTS, true),
+      pgPipelinedBegin: parseSwitch('PG_PIPELINED_BEGIN', env.PG_PIPELINED_BEGIN, true),
+      sqliteGroupCommit: parseSwitch('SQLITE_GROUP_COMMIT', env.SQLITE_GROUP_COMMIT, true),
+      jobsHandover: parseSwitch('JOBS_HANDOVER', env.JOBS_HANDOVER, true),
     },
     passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
   };

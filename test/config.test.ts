@@ -42,17 +42,33 @@ describe('loadConfig', () => {
         maxAttempts: 8,
         allowPrivateTargets: false,
       },
-      machines: { provider: 'simulated', bootMs: 2000, workerIntervalMs: 1000 },
+      machines: { provider: 'simulated', bootMs: 2000 },
+      jobs: { pollIntervalMs: 1000 },
+      performance: { pgPreparedStatements: true, sqliteGroupCommit: true, jobsHandover: true },
       passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
     });
     assert.deepEqual(DEFAULT_PASSWORD_HASH_COST, { memoryKiB: 19 * 1024, passes: 2, parallelism: 1 });
   });
 
-  test('MACHINE_PROVIDER, MACHINE_BOOT_MS and MACHINE_WORKER_INTERVAL_MS', () => {
-    const config = loadConfig({ MACHINE_PROVIDER: 'simulated', MACHINE_BOOT_MS: '50', MACHINE_WORKER_INTERVAL_MS: '25' });
-    assert.deepEqual(config.machines, { provider: 'simulated', bootMs: 50, workerIntervalMs: 25 });
-    for (const [variable, value] of [['MACHINE_PROVIDER', 'firecracker'], ['MACHINE_BOOT_MS', '-1'], ['MACHINE_BOOT_MS', 'soon'], ['MACHINE_WORKER_INTERVAL_MS', '5']]) {
+  test('MACHINE_PROVIDER, MACHINE_BOOT_MS, and JOBS_POLL_INTERVAL_MS (formerly MACHINE_WORKER_INTERVAL_MS, still read)', () => {
+    const config = loadConfig({ MACHINE_PROVIDER: 'simulated', MACHINE_BOOT_MS: '50', JOBS_POLL_INTERVAL_MS: '25' });
+    assert.deepEqual(config.machines, { provider: 'simulated', bootMs: 50 });
+    assert.deepEqual(config.jobs, { pollIntervalMs: 25 });
+    assert.deepEqual(loadConfig({ MACHINE_WORKER_INTERVAL_MS: '40' }).jobs, { pollIntervalMs: 40 });
+    assert.deepEqual(loadConfig({ MACHINE_WORKER_INTERVAL_MS: '40', JOBS_POLL_INTERVAL_MS: '30' }).jobs, { pollIntervalMs: 30 }, 'the new name wins');
+    for (const [variable, value] of [['MACHINE_PROVIDER', 'firecracker'], ['MACHINE_BOOT_MS', '-1'], ['MACHINE_BOOT_MS', 'soon'], ['MACHINE_WORKER_INTERVAL_MS', '5'], ['JOBS_POLL_INTERVAL_MS', '5']]) {
       assert.throws(() => loadConfig({ [variable!]: value }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `), `${variable}=${value}`);
+    }
+  });
+
+  test('the speed options PG_PREPARED_STATEMENTS, SQLITE_GROUP_COMMIT and JOBS_HANDOVER: on by default, each a switch', () => {
+    assert.deepEqual(loadConfig({ PG_PREPARED_STATEMENTS: 'off', SQLITE_GROUP_COMMIT: 'no', JOBS_HANDOVER: '0' }).performance, {
+      pgPreparedStatements: false,
+      sqliteGroupCommit: false,
+      jobsHandover: false,
+    });
+    for (const variable of ['PG_PREPARED_STATEMENTS', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER']) {
+      assert.throws(() => loadConfig({ [variable]: 'fast' }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `));
     }
   });
 

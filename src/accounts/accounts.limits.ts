@@ -1,4 +1,4 @@
-import type { Deps } from '../shared/deps.ts';
+import type { Deps } from '../deps.ts';
 import { HOUR, MINUTE } from '../shared/clock.ts';
 import { allows, enforceLimits, type Limit } from '../rate-limits/rate-limiter.ts';
 

@@ -1,16 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
-import { prepared } from '../db/prepared.ts';
 import { toIso } from '../shared/clock.ts';
 import type { AccountsTable } from './accounts.tables.ts';
+import type { AccountView } from '../http/principal.ts';
 
-export interface Account {
-  id: string;
-  email: string;
-  name: string;
-  emailVerified: boolean;
-  createdAt: string;
-}
+/** The account as responses show it (the shape an API key's principal carries too). */
+export type Account = AccountView;
 
 export interface AccountWithPassword extends Account {
   passwordHash: string;
@@ -38,10 +33,9 @@ export async function findAccountByEmail(db: Kysely<DB>, email: string): Promise
   return row && toAccountWithPassword(row);
 }
 
-const accountById = prepared(1, (db, id: string) => db.selectFrom('accounts').selectAll().where('id', '=', id));
 
 export async function findAccountById(db: Kysely<DB>, id: string): Promise<AccountWithPassword | undefined> {
-  const row = await accountById.executeTakeFirst(db, id);
+  const row = await db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
   return row && toAccountWithPassword(row);
 }
 

@@ -1,13 +1,13 @@
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { isUniqueViolation } from '../db/errors.ts';
-import { inTransaction } from '../db/transaction.ts';
-import { announce } from '../shared/signals.ts';
+import { inTransaction, type Tx } from '../db/transaction.ts';
+import type { Deps } from '../deps.ts';
+import { announce } from '../db/signals.ts';
 import { notFound } from '../http/errors.ts';
-import { DAY, HOUR, toIso } from '../shared/clock.ts';
-import type { Deps } from '../shared/deps.ts';
+import { toIso } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
-import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
+import { hashToken } from '../shared/secrets.ts';
 import {
   blankName,
   emailTaken,
@@ -23,9 +23,9 @@ import {
   enforceSignUpLimits,
   enforceVerificationMailLimit,
   enforceVerifyLimit,
-  resetMailAllowed,
 } from './accounts.limits.ts';
-import { passwordChangedMail, passwordResetMail, UNSAFE_NAME_CHARACTERS, verificationMail } from './accounts.mail.ts';
+import { confirmationMailJob, passwordNoticeJob, passwordResetMailJob } from './accounts.jobs.ts';
+import { UNSAFE_NAME_CHARACTERS } from './accounts.mail.ts';
 import {
   findAccountByEmail,
   findAccountById,
@@ -36,13 +36,11 @@ import {
   type Account,
   type AccountWithPassword,
 } from './accounts.repository.ts';
-import type { EmailTokenPurpose } from './accounts.tables.ts';
-import { consumeEmailToken, insertEmailToken, isEmailTokenUsable, retireEmailTokens } from './email-tokens.repository.ts';
+import { consumeEmailToken, isEmailTokenUsable, retireEmailTokens } from './email-tokens.repository.ts';
 import { dummyPasswordHash, hashPassword, needsRehash, verifyPassword } from './passwords.ts';
 import { createSession, type ClientInfo } from './sessions.service.ts';
 import { deleteSessionsOfAccount } from './sessions.repository.ts';
 
-const TOKEN_LIFETIME: Record<EmailTokenPurpose, number> = { verify_email: DAY, reset_password: HOUR };
 /**
  * RFC 5321's dot-atom local part, without quoted strings or comments: none of
  * `<>,;:"()[]\\`, whitespace or control characters, which would let a mail
@@ -98,14 +96,8 @@ function validName(name: string): string {
   return trimmed;
 }
 
-async function issueEmailToken(db: Kysely<DB>, accountId: string, purpose: EmailTokenPurpose, now: number): Promise<string> {
-  const token = generateOpaqueToken();
-  await insertEmailToken(db, { tokenHash: hashToken(token), accountId, purpose, expiresAt: now + TOKEN_LIFETIME[purpose], now });
-  return token;
-}
-
 /**
- * Creates the account and its first session, and sends the confirmation mail in the background.
+ * Creates the account and its first session; its confirmation mail goes out as a job of the same transaction.
  * @throws AppError 400 invalid email or name, 409 email_taken, 429 rate_limited, 503 hashing queue full.
  */
 export async function register(deps: Deps, input: { email: string; password: string; name: string }, client: ClientInfo): Promise<SignedIn> {
@@ -115,10 +107,9 @@ export async function register(deps: Deps, input: { email: string; password: str
   if (await findAccountByEmail(deps.db, email)) throw emailTaken();
   const passwordHash = await hashPassword(input.password, deps.config.passwordHashCost);
   const now = deps.clock.now();
-  let created: SignedIn & { verificationToken: string };
   try {
-    created = await inTransaction(deps.db, async ({ db: trx }) => {
-      const account = await insertAccount(trx, {
+    return await inTransaction(deps.db, async (tx) => {
+      const account = await insertAccount(tx.db, {
         id: newId('acct', now),
         email,
         name,
@@ -127,26 +118,14 @@ export async function register(deps: Deps, input: { email: string; password: str
         created_at: now,
         updated_at: now,
       });
-      const verificationToken = await issueEmailToken(trx, account.id, 'verify_email', now);
-      const session = await createSession(trx, account.id, client, now);
-      return { account: publicAccount(account), sessionToken: session.token, verificationToken };
+      await deps.jobs.enqueue(tx, confirmationMailJob, [{ payload: { accountId: account.id } }]);
+      const session = await createSession(tx.db, account.id, client, now);
+      return { account: publicAccount(account), sessionToken: session.token };
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw emailTaken();
     throw error;
   }
-  sendInBackground(deps, 'confirmation mail', () => sendEmailConfirmation(deps, created.account, created.verificationToken));
-  return { account: created.account, sessionToken: created.sessionToken };
-}
-
-/**
- * Mail that must go out once its change is committed, whatever becomes of the
- * request: started now, not after the response, so a client that disconnects
- * cannot suppress a security notice. (Only `forgot` waits for the response: its
- * timing must not reveal whether the account exists; these are sent to a known account.)
- */
-function sendInBackground(deps: Deps, name: string, task: () => Promise<void>): void {
-  deps.background.run(name, task);
 }
 
 /**
@@ -184,32 +163,29 @@ export async function confirmEmail(deps: Deps, token: string, ip: string): Promi
 }
 
 /**
- * Issues a new confirmation link and mails it in the background; nothing when the address is already confirmed.
+ * Mails a new confirmation link (a job); nothing when the address is already confirmed.
  * @throws AppError 429 beyond the mail limit.
  */
 export async function requestEmailConfirmation(deps: Deps, accountId: string): Promise<void> {
   const account = await getAccount(deps.db, accountId);
   if (account.emailVerified) return;
   await enforceVerificationMailLimit(deps, account.email);
-  const token = await issueEmailToken(deps.db, account.id, 'verify_email', deps.clock.now());
-  sendInBackground(deps, 'confirmation mail', () => sendEmailConfirmation(deps, publicAccount(account), token));
-}
-
-function sendEmailConfirmation(deps: Deps, account: Account, token: string): Promise<void> {
-  return deps.mailer.send(verificationMail(deps.config.publicUrl, account, token));
+  await inTransaction(deps.db, (tx) => deps.jobs.enqueue(tx, confirmationMailJob, [{ payload: { accountId: account.id } }]));
 }
 
 /**
- * The whole of `forgot`, run after the response: nothing here can show in the
- * answer or its timing. Unknown addresses and addresses over the mail limit get nothing.
+ * The whole of `forgot` in the request: one job, the same for every address,
+ * so neither the answer nor its timing says whether an account exists. The
+ * job decides (unknown addresses and addresses over the mail limit get nothing).
  */
-export async function sendPasswordReset(deps: Deps, rawEmail: string, ip: string): Promise<void> {
+export async function requestPasswordReset(deps: Deps, rawEmail: string, ip: string): Promise<void> {
   const email = normalizeEmail(rawEmail);
-  if (!(await resetMailAllowed(deps, email, ip))) return;
-  const account = await findAccountByEmail(deps.db, email);
-  if (account === undefined) return;
-  const token = await issueEmailToken(deps.db, account.id, 'reset_password', deps.clock.now());
-  await deps.mailer.send(passwordResetMail(deps.config.publicUrl, account, token));
+  await inTransaction(deps.db, (tx) => deps.jobs.enqueue(tx, passwordResetMailJob, [{ payload: { email, ip } }]));
+}
+
+/** The security notice of spec 5 rule 6, as a job of the change's own transaction. */
+function sendPasswordNotice(deps: Deps, tx: Tx, accountId: string, how: 'changed' | 'reset', now: number): Promise<void> {
+  return deps.jobs.enqueue(tx, passwordNoticeJob, [{ payload: { accountId, how, at: toIso(now) } }]);
 }
 
 /**
@@ -233,12 +209,12 @@ export async function resetPassword(deps: Deps, input: { token: string; password
     await announce(deps.signals, tx, `account:${accountId}`);
     await retireEmailTokens(trx, accountId, 'reset_password', now);
     await deleteSessionsOfAccount(trx, accountId);
+    await sendPasswordNotice(deps, tx, accountId, 'reset', now);
     const session = await createSession(trx, accountId, client, now);
     const account = await findAccountById(trx, accountId);
     return { account: publicAccount(account!), sessionToken: session.token };
   });
   if (result === null) throw invalidEmailToken();
-  sendInBackground(deps, 'password notice', () => sendPasswordChangedNotice(deps, result.account, 'reset'));
   return result;
 }
 
@@ -259,18 +235,13 @@ export async function changePassword(
   if (!(await verifyPassword(input.currentPassword, account.passwordHash))) throw wrongCurrentPassword();
   const passwordHash = await hashPassword(input.newPassword, config.passwordHashCost);
   const now = clock.now();
-  await inTransaction(db, async ({ db: trx }) => {
-    await updatePasswordHash(trx, accountId, passwordHash, now);
-    await retireEmailTokens(trx, accountId, 'reset_password', now);
-    await deleteSessionsOfAccount(trx, accountId, currentSessionId);
+  await inTransaction(db, async (tx) => {
+    await updatePasswordHash(tx.db, accountId, passwordHash, now);
+    await retireEmailTokens(tx.db, accountId, 'reset_password', now);
+    await deleteSessionsOfAccount(tx.db, accountId, currentSessionId);
+    await sendPasswordNotice(deps, tx, accountId, 'changed', now);
   });
-  const changed = publicAccount(account);
-  sendInBackground(deps, 'password notice', () => sendPasswordChangedNotice(deps, changed, 'changed'));
-  return changed;
-}
-
-function sendPasswordChangedNotice(deps: Deps, account: Account, how: 'changed' | 'reset'): Promise<void> {
-  return deps.mailer.send(passwordChangedMail(deps.config.publicUrl, account, how, toIso(deps.clock.now())));
+  return publicAccount(account);
 }
 
 /** @throws AppError 404 (the account was deleted under a live credential). */

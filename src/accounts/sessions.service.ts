@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config.ts';
 import type { DB } from '../db/database.ts';
-import type { Principal } from '../http/auth.ts';
+import type { Principal } from '../http/principal.ts';
 import { DAY, MINUTE, toIso } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';

@@ -1,4 +1,4 @@
-import type { Signal } from '../shared/signals.ts';
+import type { Signal } from '../db/signals.ts';
 import type { StoredApiKey } from './api-keys.repository.ts';
 
 /** A key as read from the database; `lastUsedAt` is updated in place as this process records uses. */

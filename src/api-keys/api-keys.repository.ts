@@ -1,6 +1,5 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
-import { prepared } from '../db/prepared.ts';
 import { toAccount, type Account } from '../accounts/accounts.repository.ts';
 import type { ApiKeysTable } from './api-keys.tables.ts';
 
@@ -16,17 +15,14 @@ export async function insertApiKey(db: Kysely<DB>, row: ApiKeysTable): Promise<v
   await db.insertInto('api_keys').values(row).execute();
 }
 
-const keyByTokenHash = prepared(1, (db, tokenHash: string) =>
-  db
+/** The key and its owner's public fields, in one read. */
+export async function findApiKeyByTokenHash(db: Kysely<DB>, tokenHash: string): Promise<StoredApiKey | undefined> {
+  const row = await db
     .selectFrom('api_keys as k')
     .innerJoin('accounts as a', 'a.id', 'k.account_id')
     .select(['k.id as key_id', 'k.last_used_at', 'a.id', 'a.email', 'a.name', 'a.email_verified_at', 'a.created_at'])
-    .where('k.token_hash', '=', tokenHash),
-);
-
-/** The key and its owner's public fields, in one read. */
-export async function findApiKeyByTokenHash(db: Kysely<DB>, tokenHash: string): Promise<StoredApiKey | undefined> {
-  const row = await keyByTokenHash.executeTakeFirst(db, tokenHash);
+    .where('k.token_hash', '=', tokenHash)
+    .executeTakeFirst();
   return row && { id: row.key_id, accountId: row.id, lastUsedAt: row.last_used_at, account: toAccount(row) };
 }
 

@@ -1,16 +1,16 @@
-import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
-import type { Principal } from '../http/auth.ts';
+import type { Principal } from '../http/principal.ts';
 import { MINUTE, toIso, toIsoOrNull } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
 import { generateToken, hashToken, isWellFormedToken } from '../shared/secrets.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { notFound } from '../http/errors.ts';
-import type { Deps } from '../shared/deps.ts';
-import { announce } from '../shared/signals.ts';
-import { blankName } from '../accounts/accounts.errors.ts';
-import type { KnownKey } from './api-key-cache.ts';
+import { invalidRequest, notFound } from '../http/errors.ts';
+import type { Deps } from '../deps.ts';
+import { announce } from '../db/signals.ts';
+import type { BearerAuthenticator } from '../http/auth.ts';
+import type { Clock } from '../shared/clock.ts';
+import type { ApiKeyCache, KnownKey } from './api-key-cache.ts';
 import { deleteApiKey, findApiKeyByTokenHash, insertApiKey, listApiKeyRows, recordApiKeyUse } from './api-keys.repository.ts';
 
 /** CONTRACT 5: lastUsedAt is written at most once a minute per key. */
@@ -38,7 +38,7 @@ export interface CreatedApiKey {
  */
 export async function createApiKey(db: Kysely<DB>, accountId: string, rawName: string, now: number): Promise<CreatedApiKey> {
   const name = rawName.trim();
-  if (name === '') throw blankName();
+  if (name === '') throw invalidRequest('name must not be blank.');
   const key = generateToken('tmk_');
   const id = newId('key', now);
   await insertApiKey(db, {
@@ -64,26 +64,35 @@ export async function listApiKeys(db: Kysely<DB>, accountId: string, limit: numb
   }));
 }
 
+export interface ApiKeyAuthDeps {
+  db: Kysely<DB>;
+  clock: Clock;
+  cache: ApiKeyCache;
+  /** Changes whenever another process has committed to a shared SQLite file (see otherProcessesCommits). */
+  otherProcessesCommits: () => number;
+}
+
 /**
  * Bearer authenticator for `tmk_` tokens. A key held in memory, whose use was
  * recorded within the minute, is answered synchronously (the common case, on
  * every request of a busy client); otherwise a malformed key is refused
  * without a lookup, and a good one is read and remembered.
  */
-export function authenticateApiKey(request: FastifyRequest, token: string): Principal | null | Promise<Principal | null> {
-  const { clock, apiKeyCache, otherProcessesCommits } = request.server.deps;
-  const tokenHash = hashToken(token);
-  const now = clock.now();
-  // PostgreSQL processes hear revocations by NOTIFY; on a shared SQLite file nothing tells them, so ask.
-  const dataVersion = otherProcessesCommits();
-  const known = apiKeyCache.get(tokenHash, now, dataVersion);
-  if (known !== undefined && !useUnrecorded(known, now)) return principalOf(known);
-  if (known === undefined && !isWellFormedToken(token, 'tmk_')) return null;
-  return lookUpApiKey(request.server.deps, tokenHash, known, dataVersion);
+export function apiKeyAuthenticator(deps: ApiKeyAuthDeps): BearerAuthenticator {
+  return (_request, token) => {
+    const tokenHash = hashToken(token);
+    const now = deps.clock.now();
+    // PostgreSQL processes hear revocations by NOTIFY; on a shared SQLite file nothing tells them, so ask.
+    const dataVersion = deps.otherProcessesCommits();
+    const known = deps.cache.get(tokenHash, now, dataVersion);
+    if (known !== undefined && !useUnrecorded(known, now)) return principalOf(known);
+    if (known === undefined && !isWellFormedToken(token, 'tmk_')) return null;
+    return lookUpApiKey(deps, tokenHash, known, dataVersion);
+  };
 }
 
-async function lookUpApiKey(deps: Deps, tokenHash: string, known: KnownKey | undefined, dataVersion: number): Promise<Principal | null> {
-  const { db, clock, apiKeyCache } = deps;
+async function lookUpApiKey(deps: ApiKeyAuthDeps, tokenHash: string, known: KnownKey | undefined, dataVersion: number): Promise<Principal | null> {
+  const { db, clock, cache: apiKeyCache } = deps;
   let key = known;
   let now = clock.now();
   if (key === undefined) {

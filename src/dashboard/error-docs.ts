@@ -1,5 +1,5 @@
 import { PROBLEM_TITLES } from '../http/errors.ts';
-import { escapeHtml } from './html.ts';
+import { escapeHtml } from '../shared/html.ts';
 
 interface ErrorDoc {
   status: number;
@@ -45,8 +45,8 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   },
   cross_site: {
     status: 403,
-    description: 'A request carrying the dashboard’s session cookie came from another site or origin. Only the dashboard itself may use the session cookie.',
-    fix: 'Call the API with an API key (Bearer token) from other sites and from servers.',
+    description: 'A request carrying the dashboard’s session cookie came from another site or origin (only the dashboard itself may use the session cookie), or a request to an MCP endpoint carried an `Origin` header naming another origin, whatever its credential (MCP transport security).',
+    fix: 'Call the API with an API key (Bearer token) from other sites and from servers; MCP clients outside a browser send no `Origin`.',
   },
   not_found: {
     status: 404,
@@ -100,8 +100,13 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   },
   unsupported_media_type: {
     status: 415,
-    description: 'The route takes JSON but the body was sent with another content type.',
-    fix: 'Send `Content-Type: application/json`.',
+    description: 'The route takes JSON but the body was sent with another content type, the body was compressed (`Content-Encoding`) or transfer-coded with anything but `chunked`, which the service does not decode, or JSON came in a charset other than UTF-8.',
+    fix: 'Send `Content-Type: application/json` and the body uncompressed, in UTF-8.',
+  },
+  expectation_failed: {
+    status: 417,
+    description: 'The request carried an `Expect` header other than `100-continue`, the only expectation the service meets.',
+    fix: 'Send the request without that `Expect` header.',
   },
   rate_limited: {
     status: 429,

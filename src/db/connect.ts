@@ -1,7 +1,7 @@
 import { Kysely, PostgresAdapter, PostgresDialect, type DatabaseIntrospector, type Dialect } from 'kysely';
 import pg from 'pg';
+import { sendStatements } from './pg-statements.ts';
 import { CurrentSchemaIntrospector } from './postgres-introspector.ts';
-import { preparedStatementName } from './prepared.ts';
 import { createSqliteDialect } from './sqlite.ts';
 import type { DB } from './database.ts';
 
@@ -11,20 +11,33 @@ export interface ConnectOptions {
   /** Postgres only: the schema to work in (tests get a fresh one per run). */
   schema?: string;
   poolSize?: number;
+  /** PostgreSQL: PG_PREPARED_STATEMENTS (see pg-statements.ts). */
+  preparedStatements?: boolean;
+  /** PostgreSQL: PG_PIPELINED_BEGIN (see pg-statements.ts). */
+  pipelinedBegin?: boolean;
+  /** SQLite: SQLITE_GROUP_COMMIT (see sqlite-group-commit.ts). */
+  groupCommit?: boolean;
 }
 
 const INT8_OID = 20;
 
 const sqliteDataVersions = new WeakMap<Kysely<DB>, () => number>();
+const groupCommitting = new WeakSet<Kysely<DB>>();
 
 export function connectDatabase(url: string, options: ConnectOptions = {}): Kysely<DB> {
   if (url.startsWith('sqlite:')) {
     const sqlite = createSqliteDialect(url.slice('sqlite:'.length));
     const db = new Kysely<DB>({ dialect: sqlite.dialect });
     sqliteDataVersions.set(db, sqlite.dataVersion);
+    if (options.groupCommit ?? true) groupCommitting.add(db);
     return db;
   }
   return new Kysely<DB>({ dialect: createPostgresDialect(url, options) });
+}
+
+/** Whether transactions on this SQLite database share commits (SQLITE_GROUP_COMMIT). */
+export function usesGroupCommit(db: Kysely<DB>): boolean {
+  return groupCommitting.has(db);
 }
 
 /** SQLite's `data_version` reader for a database this module connected (see SqliteConnection); undefined on PostgreSQL. */
@@ -43,7 +56,8 @@ function createPostgresDialect(url: string, options: ConnectOptions): Dialect {
         oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
     },
   });
-  pool.on('connect', nameHotStatements);
+  const statements = { preparedStatements: options.preparedStatements ?? true, pipelinedBegin: options.pipelinedBegin ?? true };
+  if (statements.preparedStatements || statements.pipelinedBegin) pool.on('connect', (client) => sendStatements(client, statements));
   return new CurrentSchemaPostgresDialect({ pool });
 }
 
@@ -52,20 +66,6 @@ class CurrentSchemaPostgresDialect extends PostgresDialect {
   override createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
     return new CurrentSchemaIntrospector(db);
   }
-}
-
-/**
- * Kysely sends every query as an unnamed statement, which PostgreSQL parses
- * and plans each time; the texts marked by preferPrepared go as named ones
- * instead, prepared once per connection.
- */
-function nameHotStatements(client: pg.PoolClient): void {
-  const query = client.query.bind(client) as (config: pg.QueryConfig) => Promise<pg.QueryResult>;
-  const passThrough = client.query.bind(client) as (...args: unknown[]) => unknown;
-  client.query = ((text: unknown, values?: unknown, ...rest: unknown[]) => {
-    const name = typeof text === 'string' && Array.isArray(values) && rest.length === 0 ? preparedStatementName(text) : undefined;
-    return name === undefined ? passThrough(text, values, ...rest) : query({ name, text: text as string, values: values as unknown[] });
-  }) as typeof client.query;
 }
 
 /** The one place that asks which engine is underneath, for the few queries that must differ. */

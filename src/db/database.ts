@@ -4,7 +4,8 @@ import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
 import type { EventsTable } from '../events/events.tables.ts';
 import type { DeliveriesTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
-import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../runs/runs.tables.ts';
+import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
+import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../machines/runs.tables.ts';
 
 /** Every table, as Kysely sees it. Each domain owns its own table interfaces. */
 export interface DB {
@@ -23,4 +24,6 @@ export interface DB {
   schedules: SchedulesTable;
   inbound_webhooks: InboundWebhooksTable;
   inbound_webhook_receipts: InboundWebhookReceiptsTable;
+  jobs: JobsTable;
+  job_lanes: JobLanesTable;
 }

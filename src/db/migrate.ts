@@ -4,6 +4,7 @@ import * as accounts from './migrations/0001_accounts.ts';
 import * as eventWebhooks from './migrations/0002_event_webhooks.ts';
 import * as machines from './migrations/0003_machines.ts';
 import * as machineReliability from './migrations/0004_machine_reliability.ts';
+import * as jobs from './migrations/0005_jobs.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -13,6 +14,7 @@ const migrations: Record<string, Migration> = {
   '0002_event_webhooks': eventWebhooks,
   '0003_machines': machines,
   '0004_machine_reliability': machineReliability,
+  '0005_jobs': jobs,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

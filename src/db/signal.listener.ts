@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
-import type { Signal } from '../shared/signals.ts';
+import type { Signal } from './signals.ts';
 
 const RECONNECT_DELAY_MS = 1000;
 

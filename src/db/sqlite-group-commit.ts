@@ -1,6 +1,6 @@
 import { CompiledQuery, type ControlledTransaction, type Kysely } from 'kysely';
 import type { DB } from './database.ts';
-import type { Tx } from './transaction.ts';
+import type { Tx } from './tx.ts';
 
 /** Callers in one commit at most: bounds how long the first of them waits for its answer. */
 const MAX_BATCH = 64;

@@ -1,26 +1,26 @@
 import type { Kysely } from 'kysely';
+import type { Deps } from '../deps.ts';
 import type { DB } from '../db/database.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { TEST_EVENT_TYPE } from '../events/event-types.ts';
-import { newDeliveryRow, type EventEnvelope } from '../events/events.service.ts';
-import { conflict, notFound } from '../http/errors.ts';
-import { toIso } from '../shared/clock.ts';
-import type { Deps } from '../shared/deps.ts';
-import { newId } from '../shared/ids.ts';
+import { eventRow, newEnvelope } from '../events/envelope.ts';
 import { insertEvent } from '../events/events.repository.ts';
+import { conflict, notFound } from '../http/errors.ts';
 import {
   findDeliveryRow,
-  insertDeliveryRow,
+  insertDeliveries,
   listDeliveryRows,
-  recordOutcomes,
+  newDeliveryRow,
+  recordAttempts,
   restartDelivery,
   toDelivery,
   type Delivery,
 } from './deliveries.repository.ts';
+import type { DeliveryMetrics } from './delivery.metrics.ts';
+import { deliveryJob } from './delivery.job.ts';
 import { findEndpointRow } from './endpoints.repository.ts';
-import type { DeliveriesTable } from './event-webhooks.tables.ts';
+import type { Sender } from './sender.ts';
 import { deliveryHeaders } from './signing.ts';
-import { announce } from '../shared/signals.ts';
 
 export interface TestResult {
   ok: boolean;
@@ -28,38 +28,43 @@ export interface TestResult {
   error: string | null;
 }
 
+/** What sending a test needs besides the base services: the same sender and metrics as every delivery. */
+export interface TestSending {
+  sender: Sender;
+  metrics: DeliveryMetrics;
+}
+
 /**
  * Sends `webhook.test` to one endpoint now, once, even when it is paused, and
- * reports the outcome; the attempt is recorded like any delivery (no retries).
+ * reports the outcome; the attempt is recorded like any delivery, but has no
+ * job: nothing ever retries it.
  * @throws AppError 404 unknown endpoint.
  */
-export async function sendTestEvent(deps: Deps, accountId: string, endpointId: string): Promise<TestResult> {
+export async function sendTestEvent(deps: Deps, { sender, metrics }: TestSending, accountId: string, endpointId: string): Promise<TestResult> {
   const endpoint = await findEndpointRow(deps.db, accountId, endpointId);
   if (endpoint === undefined) throw notFound('The event webhook endpoint');
   const now = deps.clock.now();
-  const envelope: EventEnvelope = { id: newId('evt', now), type: TEST_EVENT_TYPE, createdAt: toIso(now), data: { endpointId } };
-  const payload = JSON.stringify(envelope);
-  const holder = `test_${newId('dlv', now)}`;
-  // Written as failed until its answer is recorded: no worker ever takes it up (a test is sent once), and if this
-  // process dies mid-attempt the record says so instead of staying pending.
-  const delivery: DeliveriesTable = {
-    ...newDeliveryRow(now, accountId, endpointId, envelope, { lockedBy: holder, lockedUntil: null }),
-    status: 'failed',
+  const envelope = newEnvelope(TEST_EVENT_TYPE, { endpointId }, now);
+  const event = eventRow(accountId, envelope, now);
+  // Written as failed until its answer is recorded: if this process dies mid-attempt the record says so instead of staying pending.
+  const delivery = {
+    ...newDeliveryRow(now, accountId, endpointId, envelope),
+    status: 'failed' as const,
     next_attempt_at: null,
     last_error: 'The test was interrupted before its answer was recorded.',
     last_attempt_at: now,
   };
   await inTransaction(deps.db, async (tx) => {
-    await insertEvent(tx.db, { id: envelope.id, account_id: accountId, type: envelope.type, payload, created_at: now });
-    await insertDeliveryRow(tx.db, delivery);
+    await insertEvent(tx.db, event);
+    await insertDeliveries(tx.db, [delivery]);
   });
-  const result = await deps.webhooks.sender.send(endpoint.url, deliveryHeaders(endpoint.secret, payload, envelope.type, delivery.id, deps.clock.now()), payload);
-  deps.webhooks.metrics.observeAttempt(result);
+  const result = await sender.send(endpoint.url, deliveryHeaders(endpoint.secret, event.payload, envelope.type, delivery.id, deps.clock.now()), event.payload);
+  metrics.observeAttempt(result);
   const status = result.ok ? 'delivered' : 'failed';
-  deps.webhooks.metrics.finished(status);
+  metrics.finished(status);
   try {
-    await recordOutcomes(deps.db, holder, [
-      { id: delivery.id, status, responseStatus: result.status, body: result.body, error: result.error, durationMs: result.durationMs, at: deps.clock.now(), nextAttemptAt: null },
+    await recordAttempts(deps.db, [
+      { id: delivery.id, status, nextAttemptAt: null, responseStatus: result.status, body: result.body, error: result.error, durationMs: result.durationMs, at: deps.clock.now() },
     ]);
   } catch (err) {
     // The receiver has had its test; the caller gets the answer even if the record keeps saying "interrupted".
@@ -83,13 +88,13 @@ export async function listDeliveries(
 }
 
 /**
- * Sends a finished delivery again: a new attempt series with the same dlv_ and evt_, starting now.
+ * Sends a finished delivery again: a new attempt series (a new job) with the same dlv_ and evt_, starting now.
  * @throws AppError 404 unknown delivery, 409 when it is still pending.
  */
 export async function retryDelivery(deps: Deps, accountId: string, id: string): Promise<Delivery> {
   const row = await inTransaction(deps.db, async (tx) => {
     const restarted = await restartDelivery(tx.db, accountId, id, deps.clock.now());
-    if (restarted !== undefined) await announce(deps.signals, tx, 'due');
+    if (restarted !== undefined) await deps.jobs.enqueue(tx, deliveryJob, [{ id: restarted.id, payload: {}, lane: restarted.endpoint_id }]);
     return restarted;
   });
   if (row !== undefined) return toDelivery(row);

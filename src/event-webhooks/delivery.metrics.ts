@@ -1,18 +1,16 @@
-import type { Kysely } from 'kysely';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { DB } from '../db/database.ts';
-import { countPendingDeliveries } from './deliveries.repository.ts';
 import type { DeliveryStatus } from './event-webhooks.tables.ts';
 import type { AttemptResult } from './sender.ts';
 
 export interface DeliveryMetrics {
   observeAttempt(result: AttemptResult): void;
   finished(status: Exclude<DeliveryStatus, 'pending'>): void;
-  /** Attempts failed without a connection while their endpoint is failing; `failed` of them were the last. */
-  notSent(attempts: number, failed: number): void;
+  /** Attempts failed without a connection while their endpoint is failing. */
+  notSent(attempts: number): void;
 }
 
-export function createDeliveryMetrics(registry: Registry, db: Kysely<DB>): DeliveryMetrics {
+/** `pending`: how many deliveries wait for an attempt or are in flight (their jobs). */
+export function createDeliveryMetrics(registry: Registry, pending: () => Promise<number>): DeliveryMetrics {
   const attempts = new Counter({
     name: 'webhook_delivery_attempts_total',
     help: 'Delivery attempts, by outcome (success: a 2xx in time; failure: anything else; not_sent: failed without a connection while the endpoint is failing)',
@@ -37,7 +35,7 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<DB>): Deliv
     help: 'Deliveries pending (waiting for their next attempt or in flight)',
     registers: [registry],
     async collect() {
-      this.set(await countPendingDeliveries(db));
+      this.set(await pending());
     },
   });
   // Bound once: every attempt counts, and looking a series up by its labels costs more than counting.
@@ -54,9 +52,8 @@ export function createDeliveryMetrics(registry: Registry, db: Kysely<DB>): Deliv
     finished(status) {
       deliveriesBy[status].inc();
     },
-    notSent(count, failed) {
+    notSent(count) {
       if (count > 0) attemptsBy.not_sent.inc(count);
-      if (failed > 0) deliveriesBy.failed.inc(failed);
     },
   };
 }

@@ -1,7 +1,6 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { dialectOf } from '../db/connect.ts';
-import { prepared } from '../db/prepared.ts';
 import { toIso } from '../shared/clock.ts';
 import type { EventEndpointsTable } from './event-webhooks.tables.ts';
 
@@ -79,30 +78,23 @@ export async function deleteEndpointRow(db: Kysely<DB>, accountId: string, id: s
   return result.numDeletedRows > 0n;
 }
 
-const enabledEndpointsQuery = prepared(1, (db, accountId: string) => {
-  const query = db.selectFrom('event_endpoints').select(['id', 'url', 'secret', 'events']).where('account_id', '=', accountId).where('enabled', '=', 1);
-  // The lock the foreign key of the deliveries takes anyway, taken when they are chosen: a delete of one of these
-  // endpoints waits for this transaction (and then cancels its deliveries) instead of failing it. SQLite writers
-  // already run one at a time.
-  return dialectOf(db) === 'postgres' ? query.forKeyShare() : query;
-});
-
-/** An enabled endpoint as an emitting transaction reads it. */
-export type EnabledEndpointRow = Pick<EventEndpointsTable, 'id' | 'url' | 'secret' | 'events'>;
-
-/** The account's enabled endpoints, as of this transaction; on PostgreSQL they cannot be deleted until it ends. */
-export function findEnabledEndpoints(db: Kysely<DB>, accountId: string): Promise<EnabledEndpointRow[]> {
-  return enabledEndpointsQuery.execute(db, accountId);
+/** Spec 6.4 rule 4: the one statement of who receives what. */
+export function subscribes(events: readonly string[], type: string): boolean {
+  return events.includes('*') || events.includes(type);
 }
 
-/** Those of the endpoints that want this event type. */
-export function subscribedTargets(rows: readonly EnabledEndpointRow[], type: string): EndpointTarget[] {
-  return rows
-    .filter((row) => {
-      const events = JSON.parse(row.events) as string[];
-      return events.includes('*') || events.includes(type);
-    })
-    .map((row) => ({ id: row.id, url: row.url, secret: row.secret, enabled: true }));
+/**
+ * The account's enabled endpoints that want this event type, as of this
+ * transaction. On PostgreSQL they are locked as the deliveries' foreign key
+ * would lock them, when they are chosen: a delete of one of them waits for
+ * this transaction (and then cancels its delivery) instead of failing it.
+ * SQLite writers already run one at a time.
+ */
+export async function findSubscribedEndpointIds(db: Kysely<DB>, accountId: string, type: string): Promise<string[]> {
+  // Once per event: a template rather than the query builder, which would cost more to build it than SQLite takes to run it.
+  const lock = dialectOf(db) === 'postgres' ? sql` for key share` : sql``;
+  const { rows } = await sql<Pick<EventEndpointsTable, 'id' | 'events'>>`select id, events from event_endpoints where account_id = ${accountId} and enabled = 1${lock}`.execute(db);
+  return rows.filter((row) => subscribes(JSON.parse(row.events) as string[], type)).map((row) => row.id);
 }
 
 export async function findTarget(db: Kysely<DB>, id: string): Promise<EndpointTarget | undefined> {

@@ -4,11 +4,11 @@ import { lockAccount } from '../db/locks.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { ALL_EVENT_TYPES, isEventType } from '../events/event-types.ts';
 import { conflict, invalidRequest, notFound } from '../http/errors.ts';
-import type { Deps } from '../shared/deps.ts';
+import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateSigningSecret } from '../shared/secrets.ts';
 import { deleteEndpointRow, findEndpointRow, insertEndpoint, listEndpointRows, toEndpoint, updateEndpointRow, countEndpoints, type Endpoint } from './endpoints.repository.ts';
-import { announce } from '../shared/signals.ts';
+import { announce } from '../db/signals.ts';
 import { checkHostLiteral, RefusedTargetError } from './targets.ts';
 
 export const MAX_ENDPOINTS_PER_ACCOUNT = 10;
@@ -87,6 +87,7 @@ export async function createEndpoint(deps: Deps, accountId: string, input: NewEn
       throw conflict('limit_reached', `An account can register at most ${MAX_ENDPOINTS_PER_ACCOUNT} event webhook endpoints.`);
     }
     await insertEndpoint(tx.db, row);
+    await deps.jobs.openLane(tx, row.id, { paused: false });
   });
   return { ...toEndpoint(row), secret };
 }
@@ -116,7 +117,11 @@ export async function updateEndpoint(deps: Deps, accountId: string, id: string, 
   };
   const row = await inTransaction(deps.db, async (tx) => {
     const updated = await updateEndpointRow(tx.db, accountId, id, set);
-    if (updated !== undefined) await announce(deps.signals, tx, `endpoint:${id}`);
+    if (updated === undefined) return undefined;
+    // Its lane holds its deliveries while it is paused, and lets them go on the moment it is resumed.
+    if (changes.enabled === false) await deps.jobs.pauseLane(tx, id);
+    if (changes.enabled === true) await deps.jobs.resumeLane(tx, id);
+    await announce(deps.signals, tx, `endpoint:${id}`);
     return updated;
   });
   if (row === undefined) throw endpointNotFound();
@@ -145,8 +150,10 @@ export async function rotateSecret(deps: Deps, accountId: string, id: string): P
 export async function deleteEndpoint(deps: Deps, accountId: string, id: string): Promise<void> {
   const deleted = await inTransaction(deps.db, async (tx) => {
     const removed = await deleteEndpointRow(tx.db, accountId, id);
-    if (removed) await announce(deps.signals, tx, `endpoint:${id}`);
-    return removed;
+    if (!removed) return false;
+    await deps.jobs.closeLane(tx, id);
+    await announce(deps.signals, tx, `endpoint:${id}`);
+    return true;
   });
   if (!deleted) throw endpointNotFound();
 }

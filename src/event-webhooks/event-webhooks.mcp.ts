@@ -3,13 +3,13 @@ import { ALL_EVENT_TYPES } from '../events/event-types.ts';
 import { toPage } from '../http/pagination.ts';
 import type { PlatformToolRegistrar } from '../mcp/mcp.plugin.ts';
 import { defineTool } from '../mcp/tools.ts';
-import { sendTestEvent } from './deliveries.service.ts';
+import { sendTestEvent, type TestSending } from './deliveries.service.ts';
 import { createEndpoint, deleteEndpoint, listEndpoints, MAX_ENDPOINTS_PER_ACCOUNT, URL_MAX_LENGTH } from './endpoints.service.ts';
 
 const EndpointId = z.strictObject({ id: z.string().min(1).max(100).describe('Endpoint id (ep_…)') });
 
 /** Spec 4.3: the platform MCP tools for event webhooks, each the HTTP operation with the same JSON. */
-export const eventWebhookTools: PlatformToolRegistrar = (server, { deps, accountId }) => {
+export const eventWebhookTools = (testSending: TestSending): PlatformToolRegistrar => (server, { deps, accountId }) => {
   const logger = deps.logger;
 
   defineTool(server, logger, 'event_webhooks_list', {
@@ -32,7 +32,7 @@ export const eventWebhookTools: PlatformToolRegistrar = (server, { deps, account
   defineTool(server, logger, 'event_webhook_test', {
     description: 'Sends a webhook.test event to the endpoint now and reports {ok, status, error}.',
     input: EndpointId,
-  }, ({ id }) => sendTestEvent(deps, accountId, id));
+  }, ({ id }) => sendTestEvent(deps, testSending, accountId, id));
 
   defineTool(server, logger, 'event_webhook_delete', {
     description: 'Removes the endpoint; its pending deliveries are cancelled.',

@@ -4,7 +4,7 @@ import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { refuseBody } from '../http/validation.ts';
-import { listDeliveries, retryDelivery, sendTestEvent } from './deliveries.service.ts';
+import { listDeliveries, retryDelivery, sendTestEvent, type TestSending } from './deliveries.service.ts';
 import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, rotateSecret, updateEndpoint } from './endpoints.service.ts';
 import {
   CreatedEndpointSchema,
@@ -21,7 +21,7 @@ import {
 
 const tags = ['event-webhooks'];
 
-export const eventWebhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
+export const eventWebhooksRoutes: FastifyPluginAsyncTypebox<{ testSending: TestSending }> = async (app, { testSending }) => {
   const { deps } = app;
 
   app.get('/api/event-webhooks', {
@@ -68,7 +68,7 @@ export const eventWebhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/api/event-webhooks/:id/test', {
     preValidation: refuseBody,
     schema: { tags, summary: 'Send a webhook.test event now and report the outcome', params: IdParamsSchema, response: responses({ 200: TestResultSchema }) },
-  }, async (request) => sendTestEvent(deps, accountIdOf(request), request.params.id));
+  }, async (request) => sendTestEvent(deps, testSending, accountIdOf(request), request.params.id));
 
   app.delete('/api/event-webhooks/:id', {
     preValidation: refuseBody,

@@ -21,14 +21,10 @@ export interface DeliveriesTable {
   event_id: string;
   event_type: string;
   status: DeliveryStatus;
-  /** Attempts made, over every series. */
+  /** Attempts made, over every series (a manual retry starts a new series: a new job). */
   attempts: number;
-  /** Attempts made in the current series; a manual retry starts a new one. */
-  series_attempts: number;
+  /** When the next attempt is due, while pending (its job holds the schedule; this is the record of it). */
   next_attempt_at: number | null;
-  /** Lease: the worker that holds this delivery, and until when. */
-  locked_by: string | null;
-  locked_until: number | null;
   last_status: number | null;
   last_body: string | null;
   last_error: string | null;

@@ -1,7 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Agent, type Dispatcher } from 'undici';
 import type { WebhookConfig } from '../config.ts';
-import { checkHostLiteral, checkedLookup, RefusedTargetError, systemResolveAll, uncheckedLookup, type ResolveAll } from './targets.ts';
+import { checkHostLiteral, checkedLookup, createDnsResolver, RefusedTargetError, uncheckedLookup, type ResolveAll } from './targets.ts';
 
 export const RESPONSE_BODY_LIMIT = 1024;
 const PARSED_URLS_KEPT = 10_000;
@@ -29,7 +29,10 @@ const USER_AGENT = 'MachinePlatform-Webhooks/1.0';
  * targets are allowed, every address is checked and the socket connects to
  * the checked one.
  */
-export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPrivateTargets'>, resolveAll: ResolveAll = systemResolveAll): Sender {
+export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPrivateTargets'>, givenResolveAll?: ResolveAll): Sender {
+  // Half the attempt's time at most for the name: the connection and the answer need the rest.
+  const dns = givenResolveAll === undefined ? createDnsResolver({ timeoutMs: Math.ceil(config.timeoutMs / 2) }) : null;
+  const resolveAll = givenResolveAll ?? dns!.resolveAll;
   const agent = new Agent({
     // No cap per origin: the worker's lanes bound each endpoint's attempts, and
     // endpoints sharing a host must not share (and exhaust) one pool of connections.
@@ -69,7 +72,13 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
     });
   }
 
-  return { send, close: () => agent.close() };
+  return {
+    send,
+    close: async () => {
+      dns?.close();
+      await agent.close();
+    },
+  };
 }
 
 /** Receivers answer anything; PostgreSQL text refuses NUL, and one such answer must not sink the batch it is recorded with. */
@@ -167,6 +176,7 @@ const FAILURE_BY_CODE: Record<string, string> = {
   ECONNRESET: 'connection reset by the receiver',
   ENOTFOUND: 'host not found',
   EAI_AGAIN: 'DNS lookup failed',
+  ETIMEOUT: 'DNS lookup timed out',
   EHOSTUNREACH: 'host unreachable',
   ENETUNREACH: 'network unreachable',
   UND_ERR_CONNECT_TIMEOUT: 'connection timed out',

@@ -1,4 +1,5 @@
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import type { LookupAddress } from 'node:dns';
+import { Resolver } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
 
 /** IPv4 ranges that are not the public internet (IANA special-purpose registry). */
@@ -114,10 +115,114 @@ export function checkHostLiteral(hostname: string): void {
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
-/** Resolves every address of a host name (the system resolver, or a stand-in in tests). */
+/** Resolves every address of a host name (DNS, or a stand-in in tests). */
 export type ResolveAll = (hostname: string, callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
 
-export const systemResolveAll: ResolveAll = (hostname, callback) => dnsLookup(hostname, { all: true, order: 'verbatim' }, callback);
+export interface DnsResolver {
+  resolveAll: ResolveAll;
+  /** Ends the queries under way (they fail); nothing is asked after. */
+  close(): void;
+}
+
+export interface DnsResolverOptions {
+  /** How long one resolution may take in all, tries and both families included. */
+  timeoutMs: number;
+  /** Nameservers (`host` or `host:port`) instead of the system's, those of /etc/resolv.conf. */
+  servers?: string[];
+  /** Milliseconds on a monotonic clock, for the cache's TTLs. */
+  now?: () => number;
+}
+
+/** An answer is kept no longer than its TTL says, and no longer than this. */
+const MAX_CACHE_TTL_MS = 10 * 60_000;
+const CACHED_NAMES = 10_000;
+/** RFC 6761: these names are this machine; no nameserver is asked about them. */
+const LOOPBACK: LookupAddress[] = [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }];
+/** c-ares tries each nameserver twice, the second try with twice the timeout: the two fit in a third and two thirds of the budget. */
+const TRIES = 2;
+
+function dnsError(code: 'ENOTFOUND' | 'ETIMEOUT' | 'EAI_AGAIN', hostname: string, detail: string = code): NodeJS.ErrnoException {
+  return Object.assign(new Error(`DNS ${detail} ${hostname}`), { code, hostname });
+}
+
+/**
+ * Webhook targets' names, resolved by c-ares (`dns.promises.Resolver`), which
+ * waits on sockets: `dns.lookup` (getaddrinfo) holds one of libuv's four
+ * threads for as long as a nameserver takes, and password hashing needs those
+ * threads, so one account's stalling nameserver delayed every sign-in and every
+ * delivery to a name. A resolution asks for the A and AAAA records at once and
+ * gives up after `timeoutMs`; answers are cached for their TTL (at most ten
+ * minutes), and concurrent resolutions of one name share their queries. Like
+ * getaddrinfo it answers IP literals as they are and `localhost` names with
+ * loopback; unlike it, it reads no /etc/hosts (the address checks then refuse
+ * or allow what comes back, exactly as before).
+ */
+export function createDnsResolver(options: DnsResolverOptions): DnsResolver {
+  const now = options.now ?? (() => performance.now());
+  const resolver = new Resolver({ timeout: Math.max(1, Math.floor(options.timeoutMs / (2 ** TRIES - 1))), tries: TRIES });
+  if (options.servers) resolver.setServers(options.servers);
+  const cache = new Map<string, { addresses: LookupAddress[]; expiresAt: number }>();
+  const underWay = new Map<string, Promise<LookupAddress[]>>();
+  let closed = false;
+
+  async function query(name: string): Promise<LookupAddress[]> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(dnsError('ETIMEOUT', name)), options.timeoutMs);
+    });
+    try {
+      const [v4, v6] = await Promise.race([Promise.allSettled([resolver.resolve4(name, { ttl: true }), resolver.resolve6(name, { ttl: true })]), deadline]);
+      const records = [
+        ...(v4.status === 'fulfilled' ? v4.value.map((record) => ({ ...record, family: 4 })) : []),
+        ...(v6.status === 'fulfilled' ? v6.value.map((record) => ({ ...record, family: 6 })) : []),
+      ];
+      if (records.length === 0) throw resolutionFailure(name, [v4, v6]);
+      const addresses = records.map(({ address, family }) => ({ address, family }));
+      const ttlMs = Math.min(MAX_CACHE_TTL_MS, ...records.map((record) => record.ttl * 1000));
+      if (ttlMs > 0 && !closed) {
+        if (cache.size >= CACHED_NAMES) cache.delete(cache.keys().next().value!);
+        cache.set(name, { addresses, expiresAt: now() + ttlMs });
+      }
+      return addresses;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  const resolveAll: ResolveAll = (hostname, callback) => {
+    const name = hostname.toLowerCase().replace(/\.$/, '');
+    const family = isIP(name.replace(/^\[|\]$/g, ''));
+    if (family !== 0) return callback(null, [{ address: name.replace(/^\[|\]$/g, ''), family }]);
+    if (isLocalHostname(name)) return callback(null, LOOPBACK);
+    if (closed) return callback(dnsError('EAI_AGAIN', name, 'resolver closed'), []);
+    const cached = cache.get(name);
+    if (cached !== undefined && cached.expiresAt > now()) return callback(null, cached.addresses);
+    if (cached !== undefined) cache.delete(name);
+    let pending = underWay.get(name);
+    if (pending === undefined) {
+      pending = query(name).finally(() => underWay.delete(name));
+      underWay.set(name, pending);
+    }
+    pending.then((addresses) => callback(null, addresses), (error: NodeJS.ErrnoException) => callback(error, []));
+  };
+
+  return {
+    resolveAll,
+    close() {
+      closed = true;
+      cache.clear();
+      resolver.cancel();
+    },
+  };
+}
+
+/** Both families failed: no such name (or no address) is ENOTFOUND; a nameserver that did not answer in time, ETIMEOUT; anything else, EAI_AGAIN. */
+function resolutionFailure(name: string, results: Array<PromiseSettledResult<unknown>>): NodeJS.ErrnoException {
+  const codes = results.map((result) => (result.status === 'rejected' ? (result.reason as NodeJS.ErrnoException).code : 'ENODATA'));
+  if (codes.every((code) => code === 'ENOTFOUND' || code === 'ENODATA' || code === 'EBADNAME')) return dnsError('ENOTFOUND', name);
+  if (codes.includes('ETIMEOUT')) return dnsError('ETIMEOUT', name);
+  return dnsError('EAI_AGAIN', name, codes.join('/'));
+}
 
 export type SocketLookup = (hostname: string, options: { all?: boolean }, callback: LookupCallback) => void;
 

@@ -1,15 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Account } from '../accounts/accounts.repository.ts';
 import { AppError, forbidden, invalidBearerToken, unauthenticated } from './errors.ts';
 import { comesFromOwnOrigin } from './origin.ts';
-import { authenticateSession, readSessionCookie } from '../accounts/sessions.service.ts';
-import { authenticateApiKey } from '../api-keys/api-keys.service.ts';
-
-export type Principal =
-  | { kind: 'session'; accountId: string; sessionId: string }
-  | { kind: 'api_key'; accountId: string; apiKeyId: string; account: Account }
-  | { kind: 'machine'; accountId: string; machineId: string };
+import type { Principal } from './principal.ts';
 
 /**
  * What a route accepts:
@@ -23,6 +16,19 @@ export type AuthRequirement = 'none' | 'account' | 'session' | 'machine';
 /** Null for an unknown token. May answer synchronously (a cached API key): most requests then cost no promise at all. */
 export type BearerAuthenticator = (request: FastifyRequest, token: string) => Principal | null | Promise<Principal | null>;
 
+/** The dashboard's session cookie: how to find its token in a request, and whose session it is. */
+export interface CookieCredential {
+  read(request: FastifyRequest): string | undefined;
+  authenticate(request: FastifyRequest, reply: FastifyReply, token: string): Promise<Principal | null>;
+}
+
+/** Where credential domains register how their credentials are recognised; this hook knows none of them itself. */
+export interface Credentials {
+  /** A kind of Bearer token, by its four-character prefix (`tmk_`, `tmm_`). */
+  bearer(prefix: string, authenticate: BearerAuthenticator): void;
+  cookie(credential: CookieCredential): void;
+}
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthRequirement;
@@ -31,8 +37,7 @@ declare module 'fastify' {
     principal: Principal | null;
   }
   interface FastifyInstance {
-    /** Bearer token kinds by prefix; domains add theirs (machines add `tmm_`). */
-    bearerAuthenticators: Map<string, BearerAuthenticator>;
+    credentials: Credentials;
   }
 }
 
@@ -57,7 +62,12 @@ const MACHINE_TOKEN_SCOPE = "A machine token works only on its own machine's /mc
 export const authPlugin = fp(
   async (app) => {
     app.decorateRequest('principal', null);
-    app.decorate('bearerAuthenticators', new Map<string, BearerAuthenticator>([['tmk_', authenticateApiKey]]));
+    const bearers = new Map<string, BearerAuthenticator>();
+    let cookie: CookieCredential | null = null;
+    app.decorate('credentials', {
+      bearer: (prefix, authenticate) => void bearers.set(prefix, authenticate),
+      cookie: (credential) => void (cookie = credential),
+    } satisfies Credentials);
 
     // Callback style: most requests are settled without waiting on anything, and a promise per request is not free.
     app.addHook('onRequest', (request, reply, done) => {
@@ -69,14 +79,14 @@ export const authPlugin = fp(
       } catch (error) {
         return done(error as Error);
       }
-      const sessionToken = bearer === undefined ? readSessionCookie(request) : undefined;
+      const sessionToken = bearer === undefined ? cookie?.read(request) : undefined;
       if (sessionToken !== undefined && needsOriginCheck(request) && !comesFromOwnOrigin(request.method, request.headers, app.deps.config.publicUrl)) {
         return done(new AppError(403, 'cross_site', 'Requests signed in with the session cookie must come from the dashboard itself.'));
       }
       if (requirement === 'none') return done();
       let authenticated: Principal | Promise<Principal>;
       try {
-        authenticated = bearer !== undefined ? authenticateBearer(request, bearer) : authenticateCookie(request, reply, sessionToken);
+        authenticated = bearer !== undefined ? authenticateBearer(bearers, request, bearer) : authenticateCookie(cookie, request, reply, sessionToken);
         if (!(authenticated instanceof Promise)) {
           admit(request, requirement, authenticated);
           return done();
@@ -105,8 +115,8 @@ function readBearer(request: FastifyRequest, strict: boolean): string | undefine
 }
 
 /** @throws AppError 401 for an unknown token (synchronously, or as the promise's rejection). */
-function authenticateBearer(request: FastifyRequest, token: string): Principal | Promise<Principal> {
-  const authenticate = request.server.bearerAuthenticators.get(token.slice(0, 4));
+function authenticateBearer(bearers: Map<string, BearerAuthenticator>, request: FastifyRequest, token: string): Principal | Promise<Principal> {
+  const authenticate = bearers.get(token.slice(0, 4));
   const principal = authenticate ? authenticate(request, token) : null;
   return principal instanceof Promise ? principal.then(knownBearer) : knownBearer(principal);
 }
@@ -123,8 +133,8 @@ function admit(request: FastifyRequest, requirement: AuthRequirement, principal:
   assertInScope(requirement, principal, request);
 }
 
-async function authenticateCookie(request: FastifyRequest, reply: FastifyReply, token: string | undefined): Promise<Principal> {
-  const principal = token === undefined ? null : await authenticateSession(request, reply, token);
+async function authenticateCookie(cookie: CookieCredential | null, request: FastifyRequest, reply: FastifyReply, token: string | undefined): Promise<Principal> {
+  const principal = token === undefined || cookie === null ? null : await cookie.authenticate(request, reply, token);
   if (principal === null) throw unauthenticated();
   return principal;
 }

@@ -1,4 +1,5 @@
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from './errors.ts';
@@ -73,15 +74,36 @@ export function clientErrorHandler(publicUrl: string) {
     // A reset connection has nobody left to answer.
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     const [status, code, detail] = describeClientError(error.code);
-    const body = JSON.stringify(buildProblem(publicUrl, status, code, detail));
-    if (socket.writable) {
-      socket.write(
-        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
-          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-      );
-    }
+    // An answer to an earlier request on this connection has begun: bytes written now would corrupt it (Node's own rule).
+    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage?.headersSent === true;
+    if (socket.writable && !answering) socket.write(rawProblemResponse(publicUrl, status, code, detail));
     socket.destroy(error);
   };
+}
+
+/**
+ * Requests Node's server answers itself unless someone listens, so that they
+ * get problem+json too: an `Expect` other than `100-continue` (Node: an empty
+ * 417) and `CONNECT` (Node: the connection dropped without a word). Neither is
+ * routed; their bodies are left unread, so the connection closes after the answer.
+ */
+export function answerServerLevelRequests(server: Server, publicUrl: string): void {
+  server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+    const body = JSON.stringify(buildProblem(publicUrl, 417, 'expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".'));
+    response.writeHead(417, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
+    response.end(body);
+  });
+  server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => {});
+    socket.end(rawProblemResponse(publicUrl, 400, 'invalid_request', 'This service is not a proxy: CONNECT is not supported.'));
+  });
+}
+
+/** A whole HTTP/1.1 response, for sockets that have no response object. */
+function rawProblemResponse(publicUrl: string, status: number, code: string, detail: string): string {
+  const body = JSON.stringify(buildProblem(publicUrl, status, code, detail));
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 function describeClientError(code: string | undefined): [status: number, code: string, detail: string] {

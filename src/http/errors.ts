@@ -38,6 +38,7 @@ export const PROBLEM_TITLES: Record<string, string> = {
   payload_too_large: 'Payload too large',
   unsupported_media_type: 'Unsupported media type',
   headers_too_large: 'Request headers too large',
+  expectation_failed: 'Expectation not supported',
   rate_limited: 'Too many requests',
   internal_error: 'Internal server error',
   service_unavailable: 'Service unavailable',

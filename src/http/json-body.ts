@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { invalidRequest } from './errors.ts';
+import { AppError, invalidRequest } from './errors.ts';
 
 /** Keys that set an object's prototype when a parsed body is later merged into another object. */
 function hasPrototypeKey(root: unknown): boolean {
@@ -39,10 +39,17 @@ export function parseJsonBody(text: string): unknown {
   return value;
 }
 
+/** A `charset` parameter naming anything but UTF-8 (RFC 8259: JSON between systems is UTF-8). */
+const OTHER_CHARSET = /;\s*charset\s*=\s*(?!"?utf-8"?\s*(?:;|$))/i;
+
 /** JSON routes take only application/json (CONTRACT 3): Fastify's text/plain parser goes, and JSON gets ours. */
 export function registerJsonBodies(app: FastifyInstance): void {
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request: FastifyRequest, body: string | Buffer, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request: FastifyRequest, body: string | Buffer, done) => {
+    // Read as UTF-8 regardless, a body in another charset would be parsed as something the client did not send.
+    if (OTHER_CHARSET.test(request.headers['content-type'] ?? '')) {
+      return done(new AppError(415, 'unsupported_media_type', 'Send JSON in UTF-8 (charset=utf-8, or no charset).'), undefined);
+    }
     try {
       done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
     } catch (error) {

@@ -1,3 +1,6 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from './errors.ts';
+
 const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export interface OriginHeaders {
@@ -18,4 +21,30 @@ export function comesFromOwnOrigin(method: string, headers: OriginHeaders, ownOr
   if (origin !== undefined && origin !== ownOrigin) return false;
   if (origin === undefined && fetchSite === undefined && UNSAFE_METHODS.has(method)) return false;
   return true;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** An MCP Streamable HTTP endpoint: MCP transport security applies (see refuseForeignOriginOnMcp). */
+    mcpTransport?: boolean;
+  }
+}
+
+/** MCP transport security: an Origin header, when present, must name our own origin. */
+export function isForeignOrigin(origin: string | undefined, ownOrigin: string): boolean {
+  return origin !== undefined && origin !== ownOrigin;
+}
+
+/**
+ * An onRequest hook, registered before authentication: the MCP specification
+ * requires a server to refuse a request whose Origin is present and not its
+ * own (a web page of another origin, or DNS rebinding), whatever the credential
+ * (CONTRACT 14). It applies to the routes that declare `config.mcpTransport`.
+ * @throws AppError 403 cross_site.
+ */
+export function refuseForeignOriginOnMcp(ownOrigin: string) {
+  return (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void => {
+    if (request.routeOptions.config.mcpTransport !== true || !isForeignOrigin(request.headers.origin, ownOrigin)) return done();
+    done(new AppError(403, 'cross_site', 'MCP requests from another origin are refused: an Origin header, when present, must be this service\'s own.'));
+  };
 }

@@ -1,19 +1,54 @@
+import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { sendProblem } from './error-handler.ts';
 
 const RETRY_AFTER_SECONDS = '5';
+/** While draining, how often connections with no request in progress are looked for (and closed at the next look). */
+const SWEEP_MS = 50;
+
+/** The response a connection is writing, if a request on it is being handled (Node's own bookkeeping). */
+type ServerSocket = Socket & { _httpMessage?: unknown };
 
 /**
- * While the server drains, a request that still arrives (pipelined, or on a
- * keep-alive connection that was busy) gets 503 service_unavailable as
- * problem+json. This stands in for Fastify's return503OnClosing, which answers
- * in its own JSON shape; requests already in flight run to their end.
- * Register it before any other onRequest hook, so nothing else runs for such a request.
+ * How the server drains on close. A request that still arrives (pipelined, or
+ * on a keep-alive connection) gets 503 service_unavailable as problem+json;
+ * this stands in for Fastify's return503OnClosing, which answers in its own
+ * JSON shape. Requests already in flight run to their end, and their answers
+ * carry `Connection: close`, so Node closes each connection once its last
+ * answer is written. Every connection with no request in progress is closed:
+ * idle keep-alive ones, and ones where a request has only begun to arrive (a
+ * stuck client). Otherwise a client that was busy when the drain began and then
+ * went quiet (a draining load balancer) held the process open until the
+ * keep-alive timeout (72 s), and a half-sent request until the headers timeout.
+ * Register it before any other onRequest hook, so nothing else runs for a refused request.
  */
 export function refuseWhileClosing(app: FastifyInstance, publicUrl: string): void {
   let closing = false;
+  let sweeper: NodeJS.Timeout | undefined;
+  const connections = new Set<ServerSocket>();
+  app.server.on('connection', (socket: ServerSocket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
+  });
+  // Closed once a connection has had no request in progress for a whole sweep: a request that is just arriving
+  // on a fresh connection gets its 503 rather than a reset.
+  let unbusy = new Set<ServerSocket>();
+  const closeUnbusyConnections = () => {
+    const now = new Set<ServerSocket>();
+    for (const socket of connections) {
+      if (socket._httpMessage) continue;
+      if (unbusy.has(socket)) socket.destroy();
+      else now.add(socket);
+    }
+    unbusy = now;
+  };
   app.addHook('preClose', (done) => {
     closing = true;
+    sweeper = setInterval(closeUnbusyConnections, SWEEP_MS).unref();
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(sweeper);
     done();
   });
   app.addHook('onRequest', (_request, reply, done) => {
@@ -22,5 +57,9 @@ export function refuseWhileClosing(app: FastifyInstance, publicUrl: string): voi
     sendProblem(reply, publicUrl, 503, 'service_unavailable', 'The service is shutting down. Retry; another instance will answer.', {
       'retry-after': RETRY_AFTER_SECONDS,
     });
+  });
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
 }

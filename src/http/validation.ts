@@ -1,4 +1,4 @@
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyReply, FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import { invalidRequest } from './errors.ts';
@@ -10,12 +10,82 @@ const common: Options = { allErrors: false, useDefaults: true, removeAdditional:
 /**
  * Bodies are strict: no type coercion ("true" is not a boolean) and unknown
  * fields are rejected by `additionalProperties: false`, never silently dropped.
- * Query strings and path parameters are text on the wire, so they are coerced.
+ * Query strings and path parameters are text on the wire, so they are coerced,
+ * numbers only from plain decimal text (see `refuseLooseNumbers`).
  */
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const strict = addFormats(new Ajv({ ...common, coerceTypes: false }));
   const coercing = addFormats(new Ajv({ ...common, coerceTypes: 'array' }));
-  return ({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema as object);
+  return ({ schema, httpPart }) => {
+    if (httpPart === 'body') return strict.compile(schema as object);
+    return refuseLooseNumbers(schema as JsonSchema, coercing.compile(schema as object));
+  };
+}
+
+interface JsonSchema {
+  type?: string | string[];
+  properties?: Record<string, JsonSchema>;
+  anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
+}
+
+type Validator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null | undefined };
+
+const INTEGER_TEXT = /^-?(?:0|[1-9][0-9]*)$/;
+const NUMBER_TEXT = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/;
+
+/**
+ * Ajv coerces any text JavaScript reads as a number: "Infinity", "1e400" (both
+ * Infinity), "-Infinity", "0x10", " 5". It then checks neither that the result
+ * is finite nor its minimum and maximum (those keywords skip non-finite numbers),
+ * so `limit=Infinity` passed validation and failed in SQL as a 500. Here a numeric
+ * field of a query string or path takes plain decimal text only (an integer field,
+ * digits with an optional minus), so what Ajv coerces is always a finite number
+ * its range keywords then check; anything else is a 400.
+ */
+function refuseLooseNumbers(schema: JsonSchema, validate: Validator): Validator {
+  const numeric = Object.entries(schema.properties ?? {}).flatMap(([name, property]) => {
+    const grammar = numericGrammar(property);
+    return grammar === null ? [] : [{ name, grammar, integer: grammar === INTEGER_TEXT }];
+  });
+  if (numeric.length === 0) return validate;
+  const checked: Validator = (data) => {
+    for (const { name, grammar, integer } of numeric) {
+      const value = (data as Record<string, unknown> | null)?.[name];
+      const texts = Array.isArray(value) ? value : [value];
+      const loose = texts.some((text) => typeof text === 'string' && !(grammar.test(text) && isFiniteIn(Number(text), integer)));
+      if (loose) {
+        checked.errors = [{
+          instancePath: `/${name}`,
+          schemaPath: `#/properties/${name}/type`,
+          keyword: 'type',
+          params: { type: integer ? 'integer' : 'number' },
+          message: integer ? 'must be a whole number written in decimal digits' : 'must be a number written in decimal digits',
+        }];
+        return false;
+      }
+    }
+    const valid = validate(data);
+    checked.errors = validate.errors;
+    return valid;
+  };
+  return checked;
+}
+
+function isFiniteIn(value: number, integer: boolean): boolean {
+  return integer ? Number.isSafeInteger(value) : Number.isFinite(value);
+}
+
+/** The text grammar of a numeric property (integer or number, possibly nullable), or null for any other. */
+function numericGrammar(schema: JsonSchema): RegExp | null {
+  const types = Array.isArray(schema.type) ? schema.type : schema.type === undefined ? [] : [schema.type];
+  if (types.includes('integer')) return INTEGER_TEXT;
+  if (types.includes('number')) return NUMBER_TEXT;
+  for (const option of [...(schema.anyOf ?? []), ...(schema.oneOf ?? [])]) {
+    const grammar = numericGrammar(option);
+    if (grammar !== null) return grammar;
+  }
+  return null;
 }
 
 /**

@@ -1,6 +1,6 @@
-import { escapeHtml } from '../dashboard/html.ts';
+import { escapeHtml } from '../shared/html.ts';
 import { MINUTE, toIso } from '../shared/clock.ts';
-import type { Deps } from '../shared/deps.ts';
+import type { Deps } from '../deps.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
 import { findLiveViewMachine, insertLiveView } from './live-views.repository.ts';
 import { wrongStatus } from './machines.errors.ts';

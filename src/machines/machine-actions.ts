@@ -1,10 +1,11 @@
 import { inTransaction, type Tx } from '../db/transaction.ts';
-import type { Deps } from '../shared/deps.ts';
+import type { Deps } from '../deps.ts';
 import {
   markDestroyed,
   markError,
   markStopped,
   markStopping,
+  scheduleCheck,
   type DestroyReason,
   type Pending,
   type StopReason,
@@ -22,7 +23,7 @@ import type { MachineProvider } from './provider.ts';
  * destroyed again.
  */
 
-/** How long after a boot call the worker asks the provider itself, should the call's answer never be recorded. */
+/** How long after a boot call its check asks the provider itself, should the call's answer never be recorded. */
 export const BOOT_CALL_GRACE_MS = 30_000;
 
 export interface HostOutcome {
@@ -53,10 +54,13 @@ export async function bootStarting(deps: Deps, provider: MachineProvider, row: M
     return { machine: failed ?? (await current(deps, row, tx)), ok: false };
   }
   const now = deps.clock.now();
-  // False: someone moved the machine on meanwhile (the worker asked the provider, or a stop began); theirs is the newer word.
-  if (await updateMachineIf(tx?.db ?? deps.db, row, { check_at: checkAt }, now)) {
-    return { machine: { ...row, check_at: checkAt, version: row.version + 1, updated_at: now }, ok: true };
-  }
+  // False: someone moved the machine on meanwhile (its check asked the provider, or a stop began); theirs is the newer word.
+  const record = async (t: Tx) => {
+    if (!(await updateMachineIf(t.db, row, {}, now))) return false;
+    await scheduleCheck(deps, t, row.id, checkAt);
+    return true;
+  };
+  if (await (tx ? record(tx) : inTransaction(deps.db, record))) return { machine: { ...row, version: row.version + 1, updated_at: now }, ok: true };
   return { machine: await current(deps, row, tx), ok: true };
 }
 

@@ -1,7 +1,7 @@
 import type { Tx } from '../db/transaction.ts';
 import type { EventType } from '../events/event-types.ts';
-import { emitEvent } from '../events/events.service.ts';
-import type { Deps } from '../shared/deps.ts';
+import { emitEvent } from '../event-webhooks/outbox.ts';
+import type { Deps } from '../deps.ts';
 import { parseLabels, type MachineRow } from './machines.repository.ts';
 
 /** Spec 2.3: the machine summary inside `machine.*` events. */

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { IdParamsSchema } from '../http/schemas.ts';
 import { methodNotAllowed, serveMcp } from '../mcp/mcp.http.ts';
-import { runForMachineCaller } from '../runs/runs.service.ts';
+import { runForMachineCaller } from './runs.service.ts';
 import { wrongStatus } from './machines.errors.ts';
 import { toMachineView } from './machines.repository.ts';
 import { getMachineRow } from './machines.service.ts';
@@ -12,10 +12,10 @@ const tags = ['mcp'];
 
 /** `POST /api/machines/{id}/mcp`: the machine's own MCP server, with its provider's tools (machine token or the owner's API key). */
 export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const { deps, machineProvider: provider, runExecutor: executor } = app;
+  const { deps, machineProvider: provider } = app;
 
   app.post('/api/machines/:id/mcp', {
-    config: { auth: 'machine' },
+    config: { auth: 'machine', mcpTransport: true },
     schema: {
       tags,
       summary: "The machine's MCP server (Streamable HTTP, stateless): machine token or API key",
@@ -32,7 +32,7 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       provider.registerTools(server, {
         logger: app.deps.logger,
         describe: async () => toMachineView(await getMachineRow(deps, accountId, machineId)),
-        runCommand: (command, stopAfter) => runForMachineCaller(deps, provider, executor, caller, machineId, { command, stopAfter }),
+        runCommand: (command, stopAfter) => runForMachineCaller(deps, provider, caller, machineId, { command, stopAfter }),
       }),
     );
   });
@@ -41,7 +41,7 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.route({
       method,
       url: '/api/machines/:id/mcp',
-      config: { auth: 'none' },
+      config: { auth: 'none', mcpTransport: true },
       schema: { hide: true },
       handler: async (_request, reply) => methodNotAllowed(reply),
     });

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { Principal } from '../http/auth.ts';
+import type { Principal } from '../http/principal.ts';
 import { hashToken, isWellFormedToken } from '../shared/secrets.ts';
 import { findMachineByTokenHash } from './machines.repository.ts';
 

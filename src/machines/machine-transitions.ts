@@ -1,8 +1,10 @@
 import type { Updateable } from 'kysely';
 import type { Tx } from '../db/transaction.ts';
-import { failPendingRuns } from '../runs/run-events.ts';
-import { deleteTriggersOfMachine } from '../runs/triggers.repository.ts';
-import type { Deps } from '../shared/deps.ts';
+import type { Deps } from '../deps.ts';
+import { failPendingRuns } from './run-events.ts';
+import { deleteTriggersOfMachine } from './triggers.repository.ts';
+import { machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob } from './job-types.ts';
+import { pendingRunsOf } from './runs.repository.ts';
 import { toIso } from '../shared/clock.ts';
 import { deleteLiveViewsOfMachine } from './live-views.repository.ts';
 import { emitMachineEvent } from './machine-events.ts';
@@ -11,9 +13,11 @@ import type { MachinesTable } from './machines.tables.ts';
 
 /**
  * Every state change of a machine, each a compare-and-set on its version
- * with its event in the same transaction. Each returns the machine as it now
- * is, or null when another request or process changed it first (and so
- * emitted whatever event was due). Calling the provider is the caller's job.
+ * with its event and its next background work (a check with the provider, a
+ * pool refill, the runs it lets go) in the same transaction. Each returns the
+ * machine as it now is, or null when another request or process changed it
+ * first (and so emitted whatever event was due). Calling the provider is the
+ * caller's job.
  */
 
 /** Spec 6.1: `data.detail.reason` of `machine.stopped`. */
@@ -31,7 +35,7 @@ export type Pending = { action: 'stop'; reason: StopReason } | { action: 'destro
 export const PENDING_ACTION_GRACE_MS = 60_000;
 
 /** Leaving a state: nothing pending any more. */
-const SETTLED = { pending_action: null, pending_reason: null, failures: 0, retry_at: null } as const;
+const SETTLED = { pending_action: null, pending_reason: null } as const;
 
 async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<MachinesTable>): Promise<MachineRow | null> {
   const now = deps.clock.now();
@@ -39,12 +43,30 @@ async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<M
   return { ...row, ...changes, version: row.version + 1, updated_at: now } as MachineRow;
 }
 
+/** When to ask the provider about the machine next (null: nothing to ask until its next boot). */
+export async function scheduleCheck(deps: Deps, tx: Tx, machineId: string, at: number | null): Promise<void> {
+  if (at === null) await deps.jobs.cancel(tx, machineCheckJob, machineId);
+  else await deps.jobs.schedule(tx, machineCheckJob, machineId, { machineId }, at);
+}
+
+/** The machine's expiry, if it has one. */
+export async function scheduleExpiry(deps: Deps, tx: Tx, row: Pick<MachineRow, 'id' | 'expires_at'>): Promise<void> {
+  if (row.expires_at !== null) await deps.jobs.schedule(tx, machineExpireJob, row.id, { machineId: row.id }, row.expires_at);
+}
+
+/** A pooled machine left its pool (failed, stopped, destroyed): the pool is short of one. */
+async function refillPoolOf(deps: Deps, tx: Tx, row: MachineRow): Promise<void> {
+  if (row.pool_id !== null) await deps.jobs.schedule(tx, poolRefillJob, row.pool_id, { poolId: row.pool_id }, deps.clock.now());
+}
+
 /**
  * Booting: from a stop or an error, before the host is asked. `checkAt` is when
  * to ask the provider if nobody records the boot's own answer first.
  */
 export async function markStarting(deps: Deps, tx: Tx, row: MachineRow, checkAt: number): Promise<MachineRow | null> {
-  return change(deps, tx, row, { ...SETTLED, status: 'starting', status_changed_at: deps.clock.now(), check_at: checkAt });
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'starting', status_changed_at: deps.clock.now() });
+  if (updated !== null) await scheduleCheck(deps, tx, row.id, checkAt);
+  return updated;
 }
 
 /**
@@ -56,35 +78,38 @@ export async function markStarting(deps: Deps, tx: Tx, row: MachineRow, checkAt:
  */
 export async function markStopping(deps: Deps, tx: Tx, row: MachineRow, pending: Pending): Promise<MachineRow | null> {
   const now = deps.clock.now();
-  return change(deps, tx, row, {
-    status: 'stopping',
-    status_changed_at: now,
-    check_at: now + PENDING_ACTION_GRACE_MS,
-    pending_action: pending.action,
-    pending_reason: pending.reason,
-  });
+  const updated = await change(deps, tx, row, { status: 'stopping', status_changed_at: now, pending_action: pending.action, pending_reason: pending.reason });
+  if (updated !== null) await scheduleCheck(deps, tx, row.id, now + PENDING_ACTION_GRACE_MS);
+  return updated;
 }
 
-/** A finished boot: `machine.created` the first time, `machine.started` after that. */
+/** A finished boot: `machine.created` the first time, `machine.started` after that; the runs waiting for it go. */
 export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
   const now = deps.clock.now();
-  const updated = await change(deps, tx, row, { ...SETTLED, status: 'running', status_changed_at: now, check_at: checkAt, booted_at: row.booted_at ?? now });
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'running', status_changed_at: now, booted_at: row.booted_at ?? now });
   if (updated === null) return null;
+  await scheduleCheck(deps, tx, row.id, checkAt);
   await emitMachineEvent(deps, tx, row.booted_at === null ? 'machine.created' : 'machine.started', updated);
+  const waiting = await pendingRunsOf(tx.db, row.id);
+  await deps.jobs.enqueue(tx, runExecuteJob, waiting.map((run) => ({ payload: { runId: run.id } })));
   return updated;
 }
 
 export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: ErrorReason, message: string): Promise<MachineRow | null> {
-  const updated = await change(deps, tx, row, { ...SETTLED, status: 'error', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'error', status_changed_at: deps.clock.now(), pool_id: null });
   if (updated === null) return null;
+  await scheduleCheck(deps, tx, row.id, null);
+  await refillPoolOf(deps, tx, row);
   await emitMachineEvent(deps, tx, 'machine.error', updated, { reason, message });
   await failPendingRuns(deps, tx, updated, `The machine failed (${reason}) before the run could start.`);
   return updated;
 }
 
 export async function markStopped(deps: Deps, tx: Tx, row: MachineRow, reason: StopReason): Promise<MachineRow | null> {
-  const updated = await change(deps, tx, row, { ...SETTLED, status: 'stopped', status_changed_at: deps.clock.now(), check_at: null, pool_id: null });
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'stopped', status_changed_at: deps.clock.now(), pool_id: null });
   if (updated === null) return null;
+  await scheduleCheck(deps, tx, row.id, null);
+  await refillPoolOf(deps, tx, row);
   await emitMachineEvent(deps, tx, 'machine.stopped', updated, { reason });
   await failPendingRuns(deps, tx, updated, `The machine stopped (${reason}) before the run could start.`);
   return updated;
@@ -96,11 +121,13 @@ export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason:
     ...SETTLED,
     status: 'destroyed',
     status_changed_at: deps.clock.now(),
-    check_at: null,
     pool_id: null,
     mcp_token_hash: null,
   });
   if (updated === null) return null;
+  await scheduleCheck(deps, tx, row.id, null);
+  await deps.jobs.cancel(tx, machineExpireJob, row.id);
+  await refillPoolOf(deps, tx, row);
   await emitMachineEvent(deps, tx, 'machine.destroyed', updated, { reason });
   await failPendingRuns(deps, tx, updated, 'The machine was destroyed before the run could start.');
   await deleteTriggersOfMachine(tx.db, row.id);
@@ -110,7 +137,7 @@ export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason:
 
 /** `machine.expired`, carrying the status the machine had when it expired; the stop or destroy follows. */
 export async function markExpired(deps: Deps, tx: Tx, row: MachineRow): Promise<MachineRow | null> {
-  const updated = await change(deps, tx, row, { expired_at: deps.clock.now(), failures: 0, retry_at: null });
+  const updated = await change(deps, tx, row, { expired_at: deps.clock.now() });
   if (updated === null) return null;
   await emitMachineEvent(deps, tx, 'machine.expired', updated, { expiresAt: toIso(row.expires_at!), onExpire: row.on_expire });
   return updated;

@@ -2,9 +2,8 @@ import * as z from 'zod';
 import type { PlatformToolRegistrar } from '../mcp/mcp.plugin.ts';
 import { defineTool } from '../mcp/tools.ts';
 import { toPage } from '../http/pagination.ts';
-import type { RunExecutor } from '../runs/run-executor.ts';
-import { RUN_LIMITS } from '../runs/runs.schemas.ts';
-import { runAndWait } from '../runs/runs.service.ts';
+import { RUN_LIMITS } from './runs.schemas.ts';
+import { runAndWait } from './runs.service.ts';
 import { createLiveView } from './live-view.service.ts';
 import { toMachineView } from './machines.repository.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
@@ -22,7 +21,7 @@ const Labels = z
 const Command = z.string().min(1).max(RUN_LIMITS.command);
 
 /** The platform MCP server's machine tools: the HTTP machine API, tool for route, same JSON. */
-export function machinePlatformTools(provider: MachineProvider, executor: RunExecutor): PlatformToolRegistrar {
+export function machinePlatformTools(provider: MachineProvider): PlatformToolRegistrar {
   return (server, { deps, accountId }) => {
     const logger = deps.logger;
 
@@ -82,7 +81,7 @@ export function machinePlatformTools(provider: MachineProvider, executor: RunExe
       description:
         'Runs a command on a running machine (a manual run), waits for it (at most the provider’s longest run) and returns the run, finished or still running.',
       input: z.strictObject({ id: MachineId, command: Command, stopAfter: z.boolean().optional() }),
-    }, ({ id, command, stopAfter }) => runAndWait(deps, provider, executor, accountId, id, { command, stopAfter: stopAfter ?? false }));
+    }, ({ id, command, stopAfter }) => runAndWait(deps, provider, accountId, id, { command, stopAfter: stopAfter ?? false }));
 
     defineTool(server, logger, 'machine_live_view', {
       description: "Creates a 15-minute link to the machine's screen, as {url, expiresAt}.",

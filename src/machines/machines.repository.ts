@@ -94,26 +94,6 @@ export async function updateMachineIf(
   return result.numUpdatedRows > 0n;
 }
 
-/** Machines the provider must be asked about. */
-export async function machinesDueForCheck(db: Kysely<DB>, now: number, limit: number): Promise<MachineRow[]> {
-  return db.selectFrom('machines').selectAll().where('check_at', 'is not', null).where('check_at', '<=', now).orderBy('check_at').limit(limit).execute();
-}
-
-/** Machines past their expiry and not yet expired; one whose stop or destroy is under way waits for it, one that failed waits for its retry. */
-export async function machinesDueToExpire(db: Kysely<DB>, now: number, limit: number): Promise<MachineRow[]> {
-  return db
-    .selectFrom('machines')
-    .selectAll()
-    .where('expires_at', 'is not', null)
-    .where('expired_at', 'is', null)
-    .where('expires_at', '<=', now)
-    .where('status', 'not in', ['destroyed', 'stopping'])
-    .where((eb) => eb.or([eb('retry_at', 'is', null), eb('retry_at', '<=', now)]))
-    .orderBy('expires_at')
-    .limit(limit)
-    .execute();
-}
-
 /** Warm machines of a pool, running ones first: those are the ones worth handing out. */
 export async function warmPoolMachines(db: Kysely<DB>, poolId: string, limit: number): Promise<MachineRow[]> {
   return db

@@ -1,6 +1,6 @@
 import { inTransaction } from '../db/transaction.ts';
 import { invalidRequest } from '../http/errors.ts';
-import type { Deps } from '../shared/deps.ts';
+import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateToken, hashToken } from '../shared/secrets.ts';
 import { BOOT_CALL_GRACE_MS, bootStarting, stopOrDestroy } from './machine-actions.ts';
@@ -14,54 +14,15 @@ import {
   type MachineRow,
   type MachineView,
 } from './machines.repository.ts';
-import type { MachineStatus, OnExpire } from './machines.tables.ts';
-import { markStarting } from './machine-transitions.ts';
-import { checkName } from './names.ts';
+import type { MachineStatus } from './machines.tables.ts';
+import { checkMachineFields, type MachineWithToken, type NewMachine } from './machine-fields.ts';
+import { markStarting, scheduleCheck, scheduleExpiry } from './machine-transitions.ts';
 import { claimFromPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
 
-export interface NewMachine {
-  name: string;
-  size?: string | undefined;
-  externalId?: string | undefined;
-  labels?: Record<string, string> | undefined;
-  expiresAt?: string | undefined;
-  onExpire?: OnExpire | undefined;
-  /** A pool's name or id: take a warm machine from it. */
-  pool?: string | undefined;
-}
-
-/** The machine response of create and token rotation: the token is in it only then. */
-export interface MachineWithToken extends MachineView {
-  mcpToken: string;
-}
-
-/** What a machine is given by its creator, checked. */
-export interface MachineFields {
-  name: string;
-  size: string | undefined;
-  externalId: string;
-  labels: Record<string, string>;
-  expiresAt: number | null;
-  onExpire: OnExpire;
-}
-
-/** @throws AppError 400 for a blank or multi-line name, an unknown size or an expiry not in the future. */
-export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number): MachineFields {
-  const name = checkName(input.name);
-  if (input.size !== undefined && !provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
-  let expiresAt: number | null = null;
-  if (input.expiresAt !== undefined) {
-    expiresAt = Date.parse(input.expiresAt);
-    if (Number.isNaN(expiresAt)) throw invalidRequest('expiresAt must be an ISO 8601 timestamp.');
-    if (expiresAt <= now) throw invalidRequest('expiresAt must be in the future.');
-  }
-  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop' };
-}
-
 /**
  * Creates and boots a machine, or claims a warm one from a pool.
- * `machine.created` follows when the boot completes (the worker asks the
+ * `machine.created` follows when the boot completes (its check asks the
  * provider). The machine is recorded before the host is asked, so a host that
  * refuses the boot leaves it in `error` with `machine.error`, answered as such.
  * @throws AppError 400 bad fields, 404 unknown pool, 409 pool_empty.
@@ -81,8 +42,6 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     status: 'starting',
     status_changed_at: now,
     version: 0,
-    // Asked of the provider only if the boot call's own answer is never recorded (the process died in between).
-    check_at: now + BOOT_CALL_GRACE_MS,
     booted_at: null,
     pool_id: null,
     on_expire: fields.onExpire,
@@ -91,12 +50,15 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     mcp_token_hash: hashToken(mcpToken),
     pending_action: null,
     pending_reason: null,
-    failures: 0,
-    retry_at: null,
     created_at: now,
     updated_at: now,
   };
-  await insertMachine(deps.db, row);
+  await inTransaction(deps.db, async (tx) => {
+    await insertMachine(tx.db, row);
+    // Asked of the provider only if the boot call's own answer is never recorded (the process died in between).
+    await scheduleCheck(deps, tx, row.id, now + BOOT_CALL_GRACE_MS);
+    await scheduleExpiry(deps, tx, row);
+  });
   const { machine } = await bootStarting(deps, provider, row);
   return { ...toMachineView(machine), mcpToken };
 }

@@ -21,8 +21,6 @@ export interface MachinesTable {
   status_changed_at: number;
   /** Bumped by every change: state changes are compare-and-set on it, so two processes never apply one twice. */
   version: number;
-  /** When the provider wants to be asked about this machine again (boot finished? still up?). */
-  check_at: number | null;
   /** First completed boot: the moment `machine.created` was emitted. */
   booted_at: number | null;
   /** The warm pool this machine waits in; null once claimed, or when it never was in one. */
@@ -36,10 +34,6 @@ export interface MachinesTable {
   /** Set with status `stopping`: the stop or destroy the host is being asked for, and the reason its event will carry. */
   pending_action: PendingAction | null;
   pending_reason: string | null;
-  /** Consecutive host failures while the worker handled this machine: they space out its retries. */
-  failures: number;
-  /** The worker leaves the machine's expiry alone until then (after a failure). */
-  retry_at: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -53,9 +47,6 @@ export interface PoolsTable {
   count: number;
   /** Bumped by every refill: refills are serialised on it across processes. */
   version: number;
-  /** Consecutive failed refills, and when the worker may try again. */
-  failures: number;
-  retry_at: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -75,30 +75,3 @@ export async function updatePoolCount(db: Kysely<DB>, poolId: string, count: num
 export async function deletePoolRow(db: Kysely<DB>, poolId: string): Promise<void> {
   await db.deleteFrom('pools').where('id', '=', poolId).execute();
 }
-
-/** Pools with fewer or more warm machines than their count, except those waiting out a failure. */
-export async function poolsOffCount(db: Kysely<DB>, now: number, limit: number): Promise<Array<Pick<PoolRow, 'id' | 'failures'>>> {
-  return db
-    .selectFrom('pools')
-    .select(['pools.id', 'pools.failures'])
-    .where((eb) => eb.or([eb('pools.retry_at', 'is', null), eb('pools.retry_at', '<=', now)]))
-    .where((eb) =>
-      eb(
-        'pools.count',
-        '<>',
-        eb
-          .selectFrom('machines')
-          .select((inner) => inner.fn.countAll<number>().as('warm'))
-          .whereRef('machines.pool_id', '=', 'pools.id')
-          .where('machines.status', 'in', WARM_STATUSES),
-      ),
-    )
-    .orderBy('pools.id')
-    .limit(limit)
-    .execute();
-}
-
-/** Records a failed refill (the worker leaves the pool alone until `retryAt`), or with null a successful one. */
-export async function postponePool(db: Kysely<DB>, poolId: string, failures: number, retryAt: number | null): Promise<void> {
-  await db.updateTable('pools').set({ failures, retry_at: retryAt }).where('id', '=', poolId).execute();
-}

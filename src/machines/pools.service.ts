@@ -1,12 +1,13 @@
 import { isUniqueViolation } from '../db/errors.ts';
 import { inTransaction, type Tx } from '../db/transaction.ts';
 import { invalidRequest } from '../http/errors.ts';
-import type { Deps } from '../shared/deps.ts';
+import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateToken, hashToken } from '../shared/secrets.ts';
 import { finishPending } from './machine-actions.ts';
 import { emitMachineEvent } from './machine-events.ts';
-import { markStopping } from './machine-transitions.ts';
+import { hostRetryDelay, poolRefillJob } from './job-types.ts';
+import { markStopping, scheduleCheck, scheduleExpiry } from './machine-transitions.ts';
 import { poolEmpty, poolNameTaken, poolNotFound, unknownSize } from './machines.errors.ts';
 import {
   insertMachine,
@@ -16,7 +17,7 @@ import {
   warmPoolMachines,
   type MachineRow,
 } from './machines.repository.ts';
-import type { MachineFields, MachineWithToken } from './machines.service.ts';
+import type { MachineFields, MachineWithToken } from './machine-fields.ts';
 import { checkName } from './names.ts';
 import {
   deletePoolRow,
@@ -79,15 +80,13 @@ export async function createPool(
     size: input.size,
     count: input.count,
     version: 0,
-    failures: 0,
-    retry_at: null,
     created_at: now,
     updated_at: now,
   };
   try {
     await inTransaction(deps.db, async (tx) => {
       await insertPool(tx.db, row);
-      await refillPool(deps, provider, tx, row.id);
+      await refillOrRetry(deps, provider, tx, row.id);
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw poolNameTaken(name);
@@ -102,9 +101,9 @@ export async function createPool(
  */
 export async function resizePool(deps: Deps, provider: MachineProvider, accountId: string, id: string, count: number): Promise<PoolView> {
   const pool = await getPoolRow(deps, accountId, id);
-  const { surplus } = await inTransaction(deps.db, async (tx) => {
+  const surplus = await inTransaction(deps.db, async (tx) => {
     await updatePoolCount(tx.db, pool.id, count, deps.clock.now());
-    return refillPool(deps, provider, tx, pool.id);
+    return refillOrRetry(deps, provider, tx, pool.id);
   });
   await destroyMarked(deps, provider, surplus);
   return getPool(deps, accountId, id);
@@ -143,8 +142,15 @@ export async function destroyMarked(deps: Deps, provider: MachineProvider, machi
 export interface Refill {
   /** Surplus machines marked for destruction: the caller hands them to destroyMarked once the transaction has committed. */
   surplus: MachineRow[];
-  /** Replacements the host refused to boot; the worker tries again later. */
+  /** Replacements the host refused to boot: the pool's refill job tries again later. */
   bootFailures: number;
+}
+
+/** A refill in a request's transaction: boots the host refused are left to the pool's refill job, a little later. Answers the surplus to destroy after commit. */
+async function refillOrRetry(deps: Deps, provider: MachineProvider, tx: Tx, poolId: string): Promise<MachineRow[]> {
+  const refill = await refillPool(deps, provider, tx, poolId);
+  if (refill.bootFailures > 0) await deps.jobs.schedule(tx, poolRefillJob, poolId, { poolId }, deps.clock.now() + hostRetryDelay(1)!);
+  return refill.surplus;
 }
 
 /**
@@ -157,16 +163,20 @@ export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, 
   const warm = await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES);
   let bootFailures = 0;
   for (let i = warm.length; i < pool.count; i++) {
-    const machine = await newPoolMachine(deps, provider, pool);
-    if (machine === null) bootFailures++;
-    else await insertMachine(tx.db, machine);
+    const booted = await newPoolMachine(deps, provider, pool);
+    if (booted === null) {
+      bootFailures++;
+      continue;
+    }
+    await insertMachine(tx.db, booted.machine);
+    await scheduleCheck(deps, tx, booted.machine.id, booted.checkAt);
   }
   // Surplus: the last ones (still starting, newest) go first.
   return { surplus: await markForDestruction(deps, tx, warm.slice(pool.count).reverse()), bootFailures };
 }
 
-/** A warm machine for the pool, booting; null when the host refuses the boot (logged: nobody asked for this machine, so no event). */
-async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow): Promise<MachineRow | null> {
+/** A warm machine for the pool, booting, and when to ask about it; null when the host refuses the boot (logged: nobody asked for this machine, so no event). */
+async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow): Promise<{ machine: MachineRow; checkAt: number } | null> {
   const now = deps.clock.now();
   const id = newId('mch', now);
   const row: MachineRow = {
@@ -179,7 +189,6 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     status: 'starting',
     status_changed_at: now,
     version: 0,
-    check_at: null,
     booted_at: null,
     pool_id: pool.id,
     on_expire: 'stop',
@@ -188,19 +197,16 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     mcp_token_hash: null,
     pending_action: null,
     pending_reason: null,
-    failures: 0,
-    retry_at: null,
     created_at: now,
     updated_at: now,
   };
   try {
-    // Booted before it is inserted, in the pool's transaction: a refused boot leaves no row behind, and the pool stays short for the worker to retry.
-    row.check_at = (await provider.boot(toProviderMachine(row), now)).checkAt;
+    // Booted before it is inserted, in the pool's transaction: a refused boot leaves no row behind, and the pool stays short for its refill job to retry.
+    return { machine: row, checkAt: (await provider.boot(toProviderMachine(row), now)).checkAt };
   } catch (err) {
     deps.logger.error({ err, poolId: pool.id }, 'the host failed to boot a pool machine');
     return null;
   }
-  return row;
 }
 
 /**
@@ -242,8 +248,9 @@ export async function claimFromPool(
         if (!(await updateMachineIf(tx.db, candidate, changes, now))) continue;
         const machine: MachineRow = { ...candidate, ...changes, version: candidate.version + 1, updated_at: now };
         await emitMachineEvent(deps, tx, 'machine.claimed', machine, { pool: { id: pool.id, name: pool.name } });
-        // A claim only ever shortens the pool, so there is no surplus to destroy; a refused boot is the worker's to retry.
-        await refillPool(deps, provider, tx, pool.id);
+        await scheduleExpiry(deps, tx, machine);
+        // A claim only ever shortens the pool, so there is no surplus to destroy.
+        await refillOrRetry(deps, provider, tx, pool.id);
         return machine;
       }
     }

@@ -1,7 +1,7 @@
 import * as z from 'zod';
-import { escapeHtml } from '../dashboard/html.ts';
+import { escapeHtml } from '../shared/html.ts';
 import { defineTool } from '../mcp/tools.ts';
-import { RUN_LIMITS } from '../runs/runs.schemas.ts';
+import { RUN_LIMITS } from './runs.schemas.ts';
 import type { CommandResult, MachineProvider, Observation, ProviderMachine } from './provider.ts';
 
 /**

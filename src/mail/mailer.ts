@@ -32,6 +32,9 @@ export interface MailerOptions {
 
 const SMTP_TIMEOUT_MS = 10_000;
 
+/** Connecting, the greeting and the conversation each get SMTP_TIMEOUT_MS: the longest one send takes. */
+export const LONGEST_SEND_MS = 3 * SMTP_TIMEOUT_MS;
+
 /**
  * The text part goes out as 8bit UTF-8 rather than nodemailer's quoted-printable,
  * which would fold an emailed link across lines and write its `=` as `=3D`: the

@@ -1,8 +1,9 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
-import { accountIdOf, type Principal } from '../http/auth.ts';
-import type { Deps } from '../shared/deps.ts';
+import { accountIdOf } from '../http/auth.ts';
+import type { Principal } from '../http/principal.ts';
+import type { Deps } from '../deps.ts';
 import { methodNotAllowed, serveMcp } from './mcp.http.ts';
 
 export interface PlatformToolContext {
@@ -32,6 +33,7 @@ export const mcpPlugin = fp(
     if (app.deps.config.role === 'worker') return;
 
     app.post('/api/mcp', {
+      config: { mcpTransport: true },
       schema: { tags, summary: 'Platform MCP server (Streamable HTTP, stateless); Bearer API key', body: JsonRpcBody },
     }, async (request, reply) => {
       const context: PlatformToolContext = { deps: app.deps, accountId: accountIdOf(request), principal: request.principal! };
@@ -44,7 +46,7 @@ export const mcpPlugin = fp(
       app.route({
         method,
         url: '/api/mcp',
-        config: { auth: 'none' },
+        config: { auth: 'none', mcpTransport: true },
         schema: { hide: true },
         handler: async (_request, reply) => methodNotAllowed(reply),
       });

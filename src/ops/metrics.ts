@@ -1,5 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { passwordHashingLoad } from '../accounts/passwords.ts';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** One registry per app instance, so tests can build many apps in one process. */
 export function createMetrics() {
@@ -17,18 +16,6 @@ export function createMetrics() {
     labelNames: ['method', 'route'] as const,
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [registry],
-  });
-  // Process-wide, like the hashing queue itself: its depth is the first sign of a sign-in flood.
-  new Gauge({
-    name: 'password_hashes_in_progress',
-    help: 'Password hashes (sign-in, sign-up, reset, change) running or waiting, by state',
-    labelNames: ['state'] as const,
-    registers: [registry],
-    collect() {
-      const load = passwordHashingLoad();
-      this.set({ state: 'running' }, load.running);
-      this.set({ state: 'queued' }, load.queued);
-    },
   });
   // Children per label set: prom-client hashes the labels on every call otherwise, a cost paid per request.
   const counters = new Map<string, { inc(): void }>();

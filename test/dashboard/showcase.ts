@@ -57,11 +57,11 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
   const stopped = await call('POST', '/api/machines', { name: 'support-triage' });
   const destroyed = await call('POST', '/api/machines', { name: 'old-experiment' });
   live.clock.advance(BOOT_MS);
-  await live.app.machineWorker.tick();
+  await live.app.jobs.drain();
   await call('POST', `/api/machines/${stopped.id}/stop`);
   await call('DELETE', `/api/machines/${destroyed.id}`);
   live.clock.advance(BOOT_MS);
-  await live.app.machineWorker.tick();
+  await live.app.jobs.drain();
   await call('POST', '/api/machines', { name: 'nightly-build' });
 
   return {

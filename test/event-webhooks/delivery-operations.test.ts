@@ -5,11 +5,12 @@ import { asBearer, asSession, createApiKey, createTestApp, registerUser, type Te
 import { eventually, receiverPool } from '../support/receiver.ts';
 import { createEndpoint, deliveriesOf, emit } from './helpers.ts';
 import { inTransaction } from '../../src/db/transaction.ts';
-import { insertDeliveries } from '../../src/event-webhooks/deliveries.repository.ts';
+import { insertDeliveries, newDeliveryRow } from '../../src/event-webhooks/deliveries.repository.ts';
+import { deliveryJob } from '../../src/event-webhooks/delivery.job.ts';
 import { insertEvent } from '../../src/events/events.repository.ts';
-import { findEnabledEndpoints } from '../../src/event-webhooks/endpoints.repository.ts';
-import { emitEvent, newDeliveryRow } from '../../src/events/events.service.ts';
-import { newId } from '../../src/shared/ids.ts';
+import { eventRow, newEnvelope } from '../../src/events/envelope.ts';
+import { findSubscribedEndpointIds } from '../../src/event-webhooks/endpoints.repository.ts';
+import { emitEvent } from '../../src/event-webhooks/outbox.ts';
 import { onPostgres } from '../support/database.ts';
 
 describe('test operation, retry, cancellation and receiver behaviour', () => {
@@ -139,20 +140,24 @@ describe('test operation, retry, cancellation and receiver behaviour', () => {
         deletedBeforeCommit = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);
       });
     } else {
-      // SQLite's emit is two statements; the delete comes between them.
+      // The emit step by step; the delete comes between its read of the endpoints and its insert of their deliveries.
       await inTransaction(ctx.app.deps.db, async (tx) => {
-        const envelope = { id: newId('evt'), type: 'machine.started', createdAt: new Date().toISOString(), data: {} };
-        await insertEvent(tx.db, { id: envelope.id, account_id: owner.id, type: envelope.type, payload: JSON.stringify(envelope), created_at: Date.now() });
-        assert.deepEqual((await findEnabledEndpoints(tx.db, owner.id)).map((row) => row.id), [endpoint.id]);
+        const envelope = newEnvelope('machine.started', {}, Date.now());
+        await insertEvent(tx.db, eventRow(owner.id, envelope, Date.now()));
+        assert.deepEqual(await findSubscribedEndpointIds(tx.db, owner.id, 'machine.started'), [endpoint.id]);
         deletion = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) }).then((r) => r.statusCode);
         deletedBeforeCommit = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);
-        await insertDeliveries(tx.db, [newDeliveryRow(Date.now(), owner.id, endpoint.id, envelope, null)]);
+        const delivery = newDeliveryRow(Date.now(), owner.id, endpoint.id, envelope);
+        await insertDeliveries(tx.db, [delivery]);
+        await ctx.app.deps.jobs.enqueue(tx, deliveryJob, [{ id: delivery.id, payload: {}, lane: endpoint.id }]);
       });
     }
     assert.equal(deletedBeforeCommit, false, 'the delete waited for the emitting transaction');
     assert.equal(await deletion, 204);
     const rows = await ctx.app.deps.db.selectFrom('deliveries').select('id').where('endpoint_id', '=', endpoint.id).execute();
     assert.equal(rows.length, 0, 'its delivery was cancelled with it');
+    const jobs = await ctx.app.deps.db.selectFrom('jobs').select('id').where('lane', '=', endpoint.id).execute();
+    assert.equal(jobs.length, 0, 'and its job');
   });
 
   test('only the first 1,024 bytes of the answer are kept', async () => {
@@ -271,18 +276,23 @@ describe('isolation between endpoints', () => {
   });
 
   test('an emit leases to this worker what its lane can start at once, and leaves the rest to any worker', async () => {
-    const small = await createTestApp({ realClock: true, env: { WEBHOOK_TIMEOUT_MS: '5000' }, buildOptions: { workerOptions: { perEndpointConcurrency: 2, laneBacklog: 1, pollIntervalMs: 60_000 } } });
+    const small = await createTestApp({
+      realClock: true,
+      env: { WEBHOOK_TIMEOUT_MS: '5000' },
+      buildOptions: { deliveryOptions: { perEndpointConcurrency: 2, laneBacklog: 1 }, runnerOptions: { pollIntervalMs: 60_000 } },
+    });
     try {
       const owner = await registerUser(small);
       const slow = await isolatedReceivers.start(() => 'hang');
       const endpoint = await createEndpoint(small, owner, { url: slow.url, events: ['machine.created'] });
       for (let i = 0; i < 5; i++) await emit(small, owner.id, 'machine.created');
       await slow.waitFor(2);
-      const rows = await small.app.deps.db.selectFrom('deliveries').select(['id', 'locked_by']).where('endpoint_id', '=', endpoint.id).orderBy('id').execute();
-      const workerId = small.app.deps.webhooks.worker!.id;
+      const jobs = await small.app.deps.db.selectFrom('jobs').select(['id', 'locked_by']).where('lane', '=', endpoint.id).orderBy('created_at').orderBy('id').execute();
+      const runner = jobs[0]?.locked_by;
+      assert.ok(runner, 'the first is leased to this process');
       assert.deepEqual(
-        rows.map((row) => row.locked_by),
-        [workerId, workerId, workerId, null, null],
+        jobs.map((job) => job.locked_by),
+        [runner, runner, runner, null, null],
         'two in flight and one queued are leased; the two beyond the lane wait in the database, unleased',
       );
       assert.equal(slow.requests.length, 2);

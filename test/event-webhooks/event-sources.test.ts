@@ -75,7 +75,7 @@ describe('every event type, from the public API to a real HTTPS receiver', () =>
     assertMachineEvent(created, 'machine.created', machine, 'running', {}, ctx.clock.now());
 
     assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     const [stopped] = await received('machine.stopped');
     assertMachineEvent(stopped, 'machine.stopped', machine, 'stopped', { reason: 'requested' }, ctx.clock.now());
 
@@ -85,7 +85,7 @@ describe('every event type, from the public API to a real HTTPS receiver', () =>
     assertMachineEvent(started, 'machine.started', machine, 'running', {}, ctx.clock.now());
 
     await owner.call('DELETE', `/api/machines/${machine.id}`);
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     const [destroyed] = await received('machine.destroyed');
     assertMachineEvent(destroyed, 'machine.destroyed', machine, 'destroyed', { reason: 'requested' }, ctx.clock.now());
   });
@@ -114,7 +114,7 @@ describe('every event type, from the public API to a real HTTPS receiver', () =>
     const stopping = await runningMachine(ctx, owner, { name: 'short-lived', expiresAt: stopAt });
     await received('machine.created');
     ctx.clock.set(Date.parse(stopAt));
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     const [expired, stopped] = await received('machine.expired', 'machine.stopped');
     assertMachineEvent(ofType([expired!, stopped!], 'machine.expired'), 'machine.expired', stopping, 'running', { expiresAt: stopAt, onExpire: 'stop' }, ctx.clock.now());
     assertMachineEvent(ofType([expired!, stopped!], 'machine.stopped'), 'machine.stopped', stopping, 'stopped', { reason: 'expired' }, ctx.clock.now());
@@ -123,7 +123,7 @@ describe('every event type, from the public API to a real HTTPS receiver', () =>
     const ephemeral = await runningMachine(ctx, owner, { name: 'ephemeral', expiresAt: destroyAt, onExpire: 'destroy' });
     await received('machine.created');
     ctx.clock.set(Date.parse(destroyAt));
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     const pair = await received('machine.expired', 'machine.destroyed');
     assertMachineEvent(ofType(pair, 'machine.expired'), 'machine.expired', ephemeral, 'running', { expiresAt: destroyAt, onExpire: 'destroy' }, ctx.clock.now());
     assertMachineEvent(ofType(pair, 'machine.destroyed'), 'machine.destroyed', ephemeral, 'destroyed', { reason: 'expired' }, ctx.clock.now());
@@ -164,7 +164,7 @@ describe('every event type, from the public API to a real HTTPS receiver', () =>
     ctx.clock.set(Math.ceil(ctx.clock.now() / minute) * minute + 1000);
     const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'nightly', cron: '* * * * *', command: 'backup', stopAfter: true })).json();
     ctx.clock.set(Date.parse(schedule.nextRunAt));
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     const events = await received('run.succeeded', 'machine.stopped');
     const [run] = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data;
     assertRunEvent(ofType(events, 'run.succeeded'), 'run.succeeded', { id: run.id, source: 'schedule', sourceId: schedule.id, status: 'succeeded', output: 'backup' }, machine, ctx.clock.now());

@@ -1,6 +1,7 @@
 import { inTransaction } from '../../src/db/transaction.ts';
 import type { EventType } from '../../src/events/event-types.ts';
-import { emitEvent, type EventEnvelope } from '../../src/events/events.service.ts';
+import type { EventEnvelope } from '../../src/events/envelope.ts';
+import { emitEvent } from '../../src/event-webhooks/outbox.ts';
 import { asSession, type TestContext, type TestUser } from '../support/app.ts';
 
 /** Emits an event the way a domain does: inside a transaction with its change. */

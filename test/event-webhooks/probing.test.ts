@@ -17,7 +17,7 @@ describe('a failing endpoint is probed, not stormed', () => {
     ctx = await createTestApp({
       realClock: true,
       env: { WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_RETRY_DELAYS: '20ms', WEBHOOK_MAX_ATTEMPTS: '20' },
-      buildOptions: { workerOptions: { probeIntervalMs: PROBE_INTERVAL_MS, pollIntervalMs: 50 } },
+      buildOptions: { deliveryOptions: { probeIntervalMs: PROBE_INTERVAL_MS }, runnerOptions: { pollIntervalMs: 50 } },
     });
     user = await registerUser(ctx);
     // Failures take a moment, as a struggling receiver's do: the lane stays busy while the events are emitted, instead of idling (and forgetting its failures) between them.
@@ -77,7 +77,7 @@ describe('a failing endpoint keeps every delivery on its schedule', () => {
     ctx = await createTestApp({
       realClock: true,
       env: { WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_RETRY_DELAYS: '100ms', WEBHOOK_MAX_ATTEMPTS: '3' },
-      buildOptions: { workerOptions: { probeIntervalMs: 100, pollIntervalMs: 50 } },
+      buildOptions: { deliveryOptions: { probeIntervalMs: 100 }, runnerOptions: { pollIntervalMs: 50 } },
     });
     user = await registerUser(ctx);
     hook = await startReceiver(() => ({ status: 503, delayMs: 20 }));

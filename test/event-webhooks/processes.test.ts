@@ -22,7 +22,7 @@ describe('an API process and a worker process', () => {
     database = await freshDatabase(join(await mkdtemp(join(tmpdir(), 'processes-')), 'shared.db'));
     smtp = await startSmtpServer();
     api = await createTestApp({ database, smtp, realClock: true, env: { ROLE: 'api' } });
-    worker = await createTestApp({ database, smtp, realClock: true, env: { ROLE: 'worker', WEBHOOK_TIMEOUT_MS: '600' }, buildOptions: { workerOptions: { pollIntervalMs: 50 } } });
+    worker = await createTestApp({ database, smtp, realClock: true, env: { ROLE: 'worker', WEBHOOK_TIMEOUT_MS: '600' }, buildOptions: { runnerOptions: { pollIntervalMs: 50 } } });
     // The first sixteen attempts get no answer: the lane stays full until they time out (600 ms: long enough for the
     // rotation to commit, short of the 1 s for which the worker would otherwise reuse its copy of the endpoint).
     hook = await startReceiver((_request, n) => (n <= 16 ? 'hang' : { status: 200 }));

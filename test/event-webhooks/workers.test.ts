@@ -8,7 +8,11 @@ import { freshDatabase, type TestDatabase } from '../support/database.ts';
 import { startSmtpServer, type SmtpInbox } from '../support/mail.ts';
 import { eventually, startReceiver, type Receiver } from '../support/receiver.ts';
 import { createEndpoint, emit } from './helpers.ts';
-import { createDeliveryWorker, DEFAULT_WORKER_OPTIONS } from '../../src/event-webhooks/delivery.worker.ts';
+import { Registry } from 'prom-client';
+import { createDeliveryKind } from '../../src/event-webhooks/delivery.job.ts';
+import { createDeliveryMetrics } from '../../src/event-webhooks/delivery.metrics.ts';
+import { createSender } from '../../src/event-webhooks/sender.ts';
+import { createRunner, DEFAULT_RUNNER_OPTIONS } from '../../src/jobs/runner.ts';
 
 describe('several workers on one database', () => {
   let database: TestDatabase;
@@ -21,8 +25,8 @@ describe('several workers on one database', () => {
     database = await freshDatabase(join(await mkdtemp(join(tmpdir(), 'workers-')), 'shared.db'));
     smtp = await startSmtpServer();
     const env = { WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_RETRY_DELAYS: '20ms', WEBHOOK_MAX_ATTEMPTS: '10' };
-    first = await createTestApp({ database, smtp, realClock: true, env, buildOptions: { workerOptions: { pollIntervalMs: 50 } } });
-    second = await createTestApp({ database, smtp, realClock: true, env, buildOptions: { workerOptions: { pollIntervalMs: 50 } } });
+    first = await createTestApp({ database, smtp, realClock: true, env, buildOptions: { runnerOptions: { pollIntervalMs: 50 } } });
+    second = await createTestApp({ database, smtp, realClock: true, env, buildOptions: { runnerOptions: { pollIntervalMs: 50 } } });
   });
   after(async () => {
     await Promise.all(receivers.map((r) => r.close()));
@@ -100,13 +104,23 @@ describe('a worker that stops', () => {
       },
     });
     const { deps } = ctx.app;
-    const worker = createDeliveryWorker(
-      { db: gated, clock: deps.clock, logger: deps.logger, sender: deps.webhooks.sender, metrics: deps.webhooks.metrics, config: deps.config.webhook },
-      { ...DEFAULT_WORKER_OPTIONS, pollIntervalMs: 60_000 },
+    const worker = createRunner({ db: gated, clock: deps.clock, logger: deps.logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 60_000 });
+    const sender = createSender(deps.config.webhook);
+    worker.register(
+      createDeliveryKind({
+        db: gated,
+        clock: deps.clock,
+        logger: deps.logger,
+        sender,
+        metrics: createDeliveryMetrics(new Registry(), async () => 0),
+        config: deps.config.webhook,
+        otherProcessesCommits: () => 0,
+        failDueInLane: (lane, result, error, limit) => worker.failDueInLane('webhook.delivery', lane, result, error, limit),
+      }),
     );
     worker.start();
     await reached;
-    const leased = await deps.db.selectFrom('deliveries').select('id').where('locked_by', '=', worker.id).execute();
+    const leased = await deps.db.selectFrom('jobs').select('id').where('locked_by', '=', worker.id).execute();
     assert.equal(leased.length, 5, 'the claim ran');
 
     const stopped = worker.stop().then(() => 'stopped');
@@ -115,8 +129,11 @@ describe('a worker that stops', () => {
     releaseClaim();
     assert.equal(await stopped, 'stopped');
 
-    const rows = await deps.db.selectFrom('deliveries').select(['locked_by', 'attempts', 'status']).execute();
-    assert.deepEqual(rows.map((row) => [row.locked_by, row.attempts, row.status]), Array(5).fill([null, 0, 'pending']));
+    const rows = await deps.db.selectFrom('deliveries').select(['attempts', 'status']).execute();
+    assert.deepEqual(rows.map((row) => [row.attempts, row.status]), Array(5).fill([0, 'pending']));
+    const jobs = await deps.db.selectFrom('jobs').select(['locked_by', 'attempts']).where('kind', '=', 'webhook.delivery').execute();
+    assert.deepEqual(jobs.map((job) => [job.locked_by, job.attempts]), Array(5).fill([null, 0]), 'what it leased is given back');
     assert.equal(receiver.requests.length, 0, 'nothing is sent after stop');
+    await sender.close();
   });
 });

@@ -1,41 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { request } from 'node:http';
-import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { createTestApp, PUBLIC_URL, type TestContext } from '../support/app.ts';
-
-interface RawResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Writes bytes to the server as they are and reads the answer until the server closes the connection. */
-function exchange(port: number, bytes: string): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    let received = '';
-    socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const [head = '', ...rest] = received.split('\r\n\r\n');
-      const [statusLine = '', ...headerLines] = head.split('\r\n');
-      const headers = Object.fromEntries(headerLines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
-      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
-    });
-    socket.write(bytes);
-  });
-}
-
-function assertRawProblem(response: RawResponse, status: number, code: string): void {
-  assert.equal(response.status, status, `${response.status} ${response.body}`);
-  assert.match(response.headers['content-type'] ?? '', /^application\/problem\+json/);
-  const body = JSON.parse(response.body);
-  assert.deepEqual(Object.keys(body).sort(), ['code', 'detail', 'status', 'title', 'type']);
-  assert.equal(body.status, status);
-  assert.equal(body.code, code);
-  assert.equal(body.type, `${PUBLIC_URL}/docs/errors#${code}`);
-}
+import { createTestApp, type TestContext } from '../support/app.ts';
+import { assertRawProblem, exchange, type RawResponse } from '../support/raw-http.ts';
 
 describe('answers written before a request exists are problem+json too', () => {
   let ctx: TestContext;
@@ -56,6 +23,30 @@ describe('answers written before a request exists are problem+json too', () => {
   test('headers over the size limit are 431 headers_too_large', async () => {
     const response = await exchange(port, `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
     assertRawProblem(response, 431, 'headers_too_large');
+  });
+
+  test('an HTTP/1.1 request without Host is 400 invalid_request', async () => {
+    // Regression: Node's server answered it itself, a 400 with an empty body.
+    const response = await exchange(port, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+    assertRawProblem(response, 400, 'invalid_request');
+    assert.match(JSON.parse(response.body).detail, /no Host header/);
+  });
+
+  test('an Expect other than 100-continue is 417 expectation_failed; 100-continue is met', async () => {
+    // Regression: Node's server answered 417 itself, with an empty body.
+    for (const expectation of ['foo', '200-ok', 'continue']) {
+      const response = await exchange(port, `POST /api/auth/forgot HTTP/1.1\r\nHost: localhost\r\nExpect: ${expectation}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+      assertRawProblem(response, 417, 'expectation_failed');
+    }
+    const continued = await exchange(port, 'POST /api/auth/forgot HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 29\r\nConnection: close\r\n\r\n{"email":"a@example.com"}    ');
+    assert.match(continued.raw, /^HTTP\/1.1 100 Continue\r\n\r\nHTTP\/1.1 200 OK\r\n/);
+  });
+
+  test('CONNECT is 400 invalid_request', async () => {
+    // Regression: with nobody listening for CONNECT, Node dropped the connection without an answer.
+    const response = await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    assertRawProblem(response, 400, 'invalid_request');
+    assert.match(JSON.parse(response.body).detail, /not a proxy/);
   });
 });
 
@@ -84,7 +75,7 @@ describe('during shutdown', () => {
         const req = request({ host: '127.0.0.1', port, path: '/api/me', agent: false }, (res) => {
           let body = '';
           res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, body }));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, body, raw: body }));
         });
         req.on('error', reject);
         req.end();

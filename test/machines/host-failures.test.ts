@@ -1,5 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
+import { inTransaction } from '../../src/db/transaction.ts';
+import { machineCheckJob } from '../../src/machines/job-types.ts';
 import type { TestContext } from '../support/app.ts';
 import {
   assertMachineEvent,
@@ -10,6 +12,7 @@ import {
   createMachineTestApp,
   eventCursor,
   finishBoot,
+  jobOf,
   newOwner,
   runningMachine,
   workerPass,
@@ -69,24 +72,24 @@ describe('a host that fails', () => {
       assert.deepEqual(fresh.map((e) => e.type).sort(), ['machine.error', 'machine.expired', 'run.succeeded']);
       assert.equal((await owner.call('GET', `/api/machines/${expiring.id}`)).json().status, 'error', 'the host failed to stop it: error, not a machine the database calls running');
 
-      const row = await machineRow(unreachable.id);
-      assert.equal(row.status, 'starting');
-      assert.equal(row.failures, 1);
-      assert.equal(row.check_at, ctx.clock.now() + 5_000, 'asked again in 5 s, not at the head of the next pass');
+      assert.equal((await machineRow(unreachable.id)).status, 'starting');
+      const check = await jobOf(ctx, 'machine.check', unreachable.id);
+      assert.equal(check?.attempts, 1);
+      assert.equal(check?.run_at, ctx.clock.now() + 5_000, 'asked again in 5 s, not at the head of the next pass');
       const calls = countCalls(ctx, 'observe', unreachable.id);
       await workerPass(ctx);
       assert.equal(calls.count, 0, 'left alone until then');
       ctx.clock.advance(5_000);
       await workerPass(ctx);
       assert.equal(calls.count, 1);
-      assert.equal((await machineRow(unreachable.id)).check_at, ctx.clock.now() + 10_000, 'then 10 s: the delay grows');
+      assert.equal((await jobOf(ctx, 'machine.check', unreachable.id))?.run_at, ctx.clock.now() + 10_000, 'then 10 s: the delay grows');
       calls.restore();
 
       observeFails();
       ctx.clock.advance(10_000);
       await workerPass(ctx);
       assert.equal((await owner.call('GET', `/api/machines/${unreachable.id}`)).json().status, 'running', 'the host is back: the boot completes');
-      assert.equal((await machineRow(unreachable.id)).failures, 0);
+      assert.equal((await jobOf(ctx, 'machine.check', unreachable.id))?.attempts ?? 0, 0, 'its failures are forgotten');
     } finally {
       observeFails();
       stopFails();
@@ -153,12 +156,15 @@ describe('a host that fails', () => {
   test('a stop whose process died after recording it (machine left stopping) is finished by the worker, once', async () => {
     const machine = await runningMachine(ctx, owner, { name: 'half-stopped' });
     const row = await machineRow(machine.id);
-    // What a process that died between the compare-and-set and the host's answer leaves behind.
-    await ctx.app.deps.db
-      .updateTable('machines')
-      .set({ status: 'stopping', pending_action: 'stop', pending_reason: 'after schedule nightly', check_at: ctx.clock.now() + 60_000, version: row.version + 1 })
-      .where('id', '=', machine.id)
-      .execute();
+    // What a process that died between the compare-and-set and the host's answer leaves behind: stopping, checked in 60 s.
+    await inTransaction(ctx.app.deps.db, async (tx) => {
+      await tx.db
+        .updateTable('machines')
+        .set({ status: 'stopping', pending_action: 'stop', pending_reason: 'after schedule nightly', version: row.version + 1 })
+        .where('id', '=', machine.id)
+        .execute();
+      await ctx.app.deps.jobs.schedule(tx, machineCheckJob, machine.id, { machineId: machine.id }, ctx.clock.now() + 60_000);
+    });
     const events = eventCursor(ctx, owner);
     await events();
     ctx.clock.advance(59_000);
@@ -216,9 +222,8 @@ describe('a host that fails', () => {
       const claim = await owner.call('POST', '/api/machines', { name: 'taken', pool: 'flaky' });
       assert.equal(claim.statusCode, 201, 'the claim does not depend on the replacement');
       await workerPass(ctx);
-      const row = await ctx.app.deps.db.selectFrom('pools').selectAll().where('id', '=', pool.id).executeTakeFirstOrThrow();
-      assert.ok(row.failures >= 1);
-      assert.ok(row.retry_at !== null && row.retry_at > ctx.clock.now());
+      const refill = await jobOf(ctx, 'pool.refill', pool.id);
+      assert.ok(refill !== undefined && refill.run_at > ctx.clock.now(), 'the refill is tried again later');
       bootFails();
       ctx.clock.advance(5 * 60_000);
       await workerPass(ctx);

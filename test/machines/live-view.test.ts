@@ -72,7 +72,7 @@ describe('live view', () => {
     const link = (await owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
     ctx.clock.advance(FIFTEEN_MINUTES);
     assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
   });
 

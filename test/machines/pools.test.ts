@@ -152,7 +152,7 @@ describe('warm pools', () => {
     const [machine] = await machinesOfPool('refill');
     await owner.call('POST', `/api/machines/${machine.id}/stop`);
     assert.equal((await owner.call('GET', `/api/pools/${pool.id}`)).json().ready, 0);
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     await finishBoot(ctx);
     assert.equal((await owner.call('GET', `/api/pools/${pool.id}`)).json().ready, 1);
     const claim = await owner.call('POST', '/api/machines', { name: 'after-refill', pool: 'refill' });

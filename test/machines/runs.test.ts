@@ -15,7 +15,7 @@ import {
   runsSettled,
   type Owner,
 } from '../support/machines.ts';
-import { failOrphanedRuns } from '../../src/runs/runs.service.ts';
+import { executeRun } from '../../src/machines/runs.service.ts';
 
 /** A gate a stalled provider call waits at until the test opens it. */
 function gate(): { wait: () => Promise<void>; open: () => void } {
@@ -99,9 +99,10 @@ describe('manual runs', () => {
     try {
       const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'make world', stopAfter: true })).json();
       await eventually(async () => ((await owner.call('GET', `/api/runs/${run.id}`)).json().status === 'running' ? true : undefined), 5000, 'the run to start');
-      for (let minute = 0; minute < 10; minute++) {
-        ctx.clock.advance(60_000);
-        await ctx.app.machineWorker.tick();
+      // Ten minutes pass while its process lives: its lease (30 s) is renewed every 10 s, and every due job is looked for.
+      for (let step = 0; step < 60; step++) {
+        ctx.clock.advance(10_000);
+        await sleep(5);
       }
       assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'running', 'ten minutes in, its process alive: still running');
       assert.deepEqual(await events(), []);
@@ -119,24 +120,40 @@ describe('manual runs', () => {
     }
   });
 
-  test("a run whose process died mid-run is failed once, with run.failed, when its lease runs out", async () => {
+  test("a run whose process died mid-run is failed once, with run.failed, when its job's lease runs out", async () => {
     const machine = await runningMachine(ctx, owner, { name: 'orphan-host' });
     const finished = await finishedRun(ctx, owner, machine.id, { command: 'make' });
-    // What a process killed while executing a run leaves behind: running, its owner's last lease 30 s ahead.
+    // What a process killed while executing a run leaves behind: the run running, its job leased to the dead process for 30 s more.
     const leaseUntil = ctx.clock.now() + 30_000;
     await ctx.app.deps.db
       .updateTable('runs')
-      .set({ status: 'running', finished_at: null, exit_code: null, output: null, owner: 'dead-host/1234/abcd', lease_until: leaseUntil })
+      .set({ status: 'running', finished_at: null, exit_code: null, output: null })
       .where('id', '=', finished.id)
+      .execute();
+    await ctx.app.deps.db
+      .insertInto('jobs')
+      .values({
+        id: 'job_01orphan0000000000000000000',
+        kind: 'run.execute',
+        lane: null,
+        key: null,
+        payload: JSON.stringify({ runId: finished.id }),
+        run_at: ctx.clock.now(),
+        attempts: 0,
+        locked_by: 'dead-host/1234/abcd',
+        locked_until: leaseUntil,
+        last_error: null,
+        created_at: ctx.clock.now(),
+      })
       .execute();
     const events = eventCursor(ctx, owner);
     await events();
     ctx.clock.set(leaseUntil - 1);
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
     assert.equal((await owner.call('GET', `/api/runs/${finished.id}`)).json().status, 'running', 'not while the lease holds');
     ctx.clock.set(leaseUntil + 1);
-    await ctx.app.machineWorker.tick();
-    await ctx.app.machineWorker.tick();
+    await ctx.app.jobs.drain();
+    await ctx.app.jobs.drain();
     const run = (await owner.call('GET', `/api/runs/${finished.id}`)).json();
     assert.equal(run.status, 'failed');
     assert.equal(run.output, 'The run was interrupted: the process executing it stopped before the run finished.');
@@ -154,9 +171,8 @@ describe('manual runs', () => {
     try {
       const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'deploy', stopAfter: true })).json();
       await eventually(async () => ((await owner.call('GET', `/api/runs/${run.id}`)).json().status === 'running' ? true : undefined), 5000, 'the run to start');
-      // Another process, seeing the lease run out (this one stalled), fails the run.
-      await ctx.app.deps.db.updateTable('runs').set({ lease_until: ctx.clock.now() - 1 }).where('id', '=', run.id).execute();
-      await failOrphanedRuns(ctx.app.deps, 100);
+      // Another process, seeing the job's lease run out (this one stalled), takes the job up: it fails the run.
+      await executeRun(ctx.app.deps, ctx.app.machineProvider, run.id);
       slow.open();
       await runsSettled(ctx);
       assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'failed');

@@ -10,11 +10,11 @@ import { freshDatabase, urlWithSchema, type TestDatabase } from '../support/data
 import { eventually } from '../support/receiver.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 
-/** Schedules due at the same instant: more than one pass of one process takes (dueSchedules reads 100). */
+/** Schedules due at the same instant: more than one claim of one process takes. */
 const SCHEDULES = 150;
 
 /**
- * Two real service processes, each running the machine worker every 25 ms, on one database:
+ * Two real service processes, each looking for due jobs every 25 ms, on one database:
  * a schedule's tick fires exactly once (PostgreSQL in CI's second pass; one SQLite file in the first).
  */
 describe('a schedule fires once per tick with two service processes', { timeout: 150_000 }, () => {
@@ -25,7 +25,7 @@ describe('a schedule fires once per tick with two service processes', { timeout:
   before(async () => {
     const dir = await mkdtemp(join(tmpdir(), 'schedule-processes-'));
     database = await freshDatabase(join(dir, 'service.db'));
-    const env = { DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail'), RATE_LIMIT: 'off', MACHINE_BOOT_MS: '20', MACHINE_WORKER_INTERVAL_MS: '25' };
+    const env = { DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail'), RATE_LIMIT: 'off', MACHINE_BOOT_MS: '20', JOBS_POLL_INTERVAL_MS: '25' };
     // One at a time into the list: if the second fails to start, after() must still stop the first (else it keeps the test process alive).
     processes.push(await startServiceProcess(env));
     processes.push(await startServiceProcess(env));
@@ -63,9 +63,10 @@ describe('a schedule fires once per tick with two service processes', { timeout:
       );
       ids.push(...created);
     }
-    // Then all of them due at the same instant, a moment from now (written directly: a shared cron minute would mean waiting up to a minute).
+    // Then all of them due at the same instant, a moment from now (written directly, schedule and tick job: a shared cron minute would mean waiting up to a minute).
     const tickAt = Date.now() + 1500;
     await db.updateTable('schedules').set({ next_run_at: tickAt }).where('id', 'in', ids).execute();
+    await db.updateTable('jobs').set({ run_at: tickAt }).where('key', 'in', ids.map((id) => `schedule.tick:${id}`)).execute();
 
     await eventually(async () => {
       const fired = await db.selectFrom('schedules').select('id').where('id', 'in', ids).where('last_run_at', 'is not', null).execute();

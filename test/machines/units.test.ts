@@ -2,9 +2,9 @@ import { strict as assert } from 'node:assert';
 import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { simulateCommand } from '../../src/machines/simulated.provider.ts';
-import { firstCharacters } from '../../src/runs/run-events.ts';
+import { firstCharacters } from '../../src/machines/run-events.ts';
 import { computeSignature } from '../../src/event-webhooks/verify-webhook.js';
-import { verifyInboundSignature } from '../../src/runs/signature.ts';
+import { verifyInboundSignature } from '../../src/machines/signature.ts';
 
 describe('inbound webhook signatures (the shared verifier, with an adapter)', () => {
   const secret = 'whsec_c2VjcmV0IGJ5dGVzIGZvciB0ZXN0aW5nIG9ubHkgISEhISE=';
@@ -71,8 +71,8 @@ describe('run output in events', () => {
 
 describe('retries of a failing machine, schedule or pool', () => {
   test('5 s after the first failure, doubling, never more than 5 minutes', async () => {
-    const { retryDelayMs } = await import('../../src/machines/retry.ts');
-    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 20].map(retryDelayMs), [5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000]);
+    const { hostRetryDelay } = await import('../../src/machines/job-types.ts');
+    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 20].map(hostRetryDelay), [5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000]);
   });
 });
 

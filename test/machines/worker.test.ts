@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
-import { claimScheduleTick, dueSchedules } from '../../src/runs/schedules.repository.ts';
+import { claimScheduleTick, findScheduleById } from '../../src/machines/schedules.repository.ts';
 import type { TestContext } from '../support/app.ts';
 import { freshDatabase, onPostgres, type TestDatabase } from '../support/database.ts';
 import { BOOT_MS, createMachine, createMachineTestApp, eventsOf, newOwner, runningMachine, runsSettled, workerPass } from '../support/machines.ts';
@@ -55,10 +55,10 @@ describe('the machine worker across processes', () => {
    * here, so they take turns; separate processes wait on the file lock instead.
    */
   const tickBoth = async () => {
-    if (onPostgres) await Promise.all([first.app.machineWorker.tick(), second.app.machineWorker.tick()]);
+    if (onPostgres) await Promise.all([first.app.jobs.drain(), second.app.jobs.drain()]);
     else {
-      await first.app.machineWorker.tick();
-      await second.app.machineWorker.tick();
+      await first.app.jobs.drain();
+      await second.app.jobs.drain();
     }
     // Runs execute in the background of whichever instance queued them.
     await runsSettled(first);
@@ -91,10 +91,8 @@ describe('the machine worker across processes', () => {
     const machine = await runningMachine(first, owner, { name: 'raced' });
     const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'raced', cron: '30 10 * * *', command: 'once' })).json();
     // Both instances read the due schedule before either claims it (the race a sequential test cannot show on SQLite).
-    const seenByFirst = await dueSchedules(first.app.deps.db, at(10, 30), 100);
-    const seenBySecond = await dueSchedules(second.app.deps.db, at(10, 30), 100);
-    const row = seenByFirst.find((s) => s.id === schedule.id)!;
-    assert.ok(seenBySecond.some((s) => s.id === schedule.id));
+    const row = (await findScheduleById(first.app.deps.db, schedule.id))!;
+    assert.deepEqual(await findScheduleById(second.app.deps.db, schedule.id), row);
     const next = at(10, 30) + 86_400_000;
     const claims = [await claimScheduleTick(first.app.deps.db, row, next, at(10, 30)), await claimScheduleTick(second.app.deps.db, row, next, at(10, 30))];
     assert.deepEqual(claims, [true, false]);

@@ -179,9 +179,7 @@ export async function createApiKey(ctx: TestContext, user: TestUser, name = 'tes
   return response.json().key;
 }
 
-/** Waits for the work scheduled after responses (mail, above all). */
+/** Runs the background work that is due (mail, above all) until nothing is. */
 export async function settled(ctx: TestContext): Promise<void> {
-  // onResponse hooks queue that work; let any still running finish queueing first.
-  await new Promise((resolve) => setImmediate(resolve));
-  await ctx.app.deps.background.idle();
+  await ctx.app.jobs.drain();
 }

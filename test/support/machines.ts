@@ -5,8 +5,8 @@ import { asBearer, createApiKey, createTestApp, registerUser, type TestAppOption
 
 export const BOOT_MS = 1000;
 
-/** Boots take BOOT_MS of the injected clock; the loop is left idle, so tests drive the worker with tick(). */
-export const MACHINE_ENV = { MACHINE_BOOT_MS: String(BOOT_MS), MACHINE_WORKER_INTERVAL_MS: '3600000' };
+/** Boots take BOOT_MS of the injected clock; tests move the clock and run what falls due with workerPass(). */
+export const MACHINE_ENV = { MACHINE_BOOT_MS: String(BOOT_MS) };
 
 export function createMachineTestApp(options: TestAppOptions = {}): Promise<TestContext> {
   return createTestApp({ ...options, env: { ...MACHINE_ENV, ...options.env } });
@@ -48,15 +48,19 @@ export async function createMachine(owner: Owner, body: Record<string, unknown> 
   return response.json();
 }
 
-/** Waits until the run executor has nothing queued or executing: runs execute in the background, never in the request or the pass. */
+/** Runs the jobs that are due, runs included, to their end: runs execute in the background, never in the request. */
 export async function runsSettled(ctx: TestContext): Promise<void> {
-  await ctx.app.runExecutor.idle();
+  await ctx.app.jobs.drain();
 }
 
-/** One worker pass, then the runs it released (schedules, boots) to their end. */
+/** Runs every job due at the clock's time (checks, expiries, ticks, refills), and the runs they release, to their end. */
 export async function workerPass(ctx: TestContext): Promise<void> {
-  await ctx.app.machineWorker.tick();
-  await runsSettled(ctx);
+  await ctx.app.jobs.drain();
+}
+
+/** The job of a kind for one subject (a machine's check, a pool's refill), as the jobs table holds it. */
+export async function jobOf(ctx: TestContext, kind: string, subject: string) {
+  return ctx.app.deps.db.selectFrom('jobs').selectAll().where('key', '=', `${kind}:${subject}`).executeTakeFirst();
 }
 
 /** Moves the clock past a boot and runs one worker pass (and the runs the boot released). */

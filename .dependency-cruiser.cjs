@@ -1,0 +1,69 @@
+/**
+ * The module boundaries of src/, checked on every `npm test` (`npm run depcheck`).
+ *
+ * Base layers import no domain: http/ (error format, auth hook, validation),
+ * db/ (connections, transactions, batched writes, migrations), shared/ (clock,
+ * ids, secrets, signals), mail/ (the mailer), jobs/ (the queue and its runner)
+ * and rate-limits/ (counters). Domains: accounts/, api-keys/, events/,
+ * event-webhooks/, machines/, mcp/, dashboard/, ops/.
+ *
+ * A domain uses another only through the files listed in PUBLIC below: they
+ * are each domain's surface; everything else in a folder is its own business.
+ * Folder cycles are checked by .dependency-cruiser.folders.cjs.
+ */
+const BASE = '^src/(http|db|shared|mail|jobs|rate-limits)/';
+const DOMAINS = ['accounts', 'api-keys', 'events', 'event-webhooks', 'machines', 'mcp', 'dashboard', 'ops'];
+
+/** What each domain offers the others. */
+const PUBLIC = [
+  // The outbox (how any domain emits an event) and the signature verifier receivers copy (inbound webhooks share its scheme).
+  '^src/event-webhooks/(outbox[.]ts|verify-webhook[.]js)$',
+  // The event catalogue and the envelope.
+  '^src/events/(event-types|envelope|events[.]repository)[.]ts$',
+  // Serving MCP over HTTP, and how a domain defines its tools.
+  '^src/mcp/(mcp[.]http|mcp[.]plugin|tools)[.]ts$',
+  // The account as other tables join it in (an API key read with its owner).
+  '^src/accounts/accounts[.]repository[.]ts$',
+  // Each domain's plugin, for the composition root.
+  '^src/[^/]+/[^/]+[.]plugin[.]ts$',
+];
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-module-cycles',
+      comment: 'No module imports itself through others: a cycle means two files are one responsibility, or a missing lower layer.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'base-layers-import-no-domain',
+      comment: 'http/, db/, shared/, mail/, jobs/ and rate-limits/ serve every domain and know none (db/database.ts composing the domains\' *.tables.ts types is the Kysely pattern).',
+      severity: 'error',
+      from: { path: BASE, pathNot: '^src/db/database[.]ts$' },
+      to: { path: `^src/(${DOMAINS.join('|')})/` },
+    },
+    {
+      name: 'database-composes-only-table-types',
+      comment: 'db/database.ts may reach into a domain only for its table types.',
+      severity: 'error',
+      from: { path: '^src/db/database[.]ts$' },
+      to: { path: `^src/(${DOMAINS.join('|')})/`, pathNot: '[.]tables[.]ts$' },
+    },
+    ...DOMAINS.map((domain) => ({
+      name: `${domain}-used-through-its-public-files`,
+      comment: `Other domains use ${domain}/ only through the files PUBLIC lists.`,
+      severity: 'error',
+      // The composition root (src/*.ts: app, server, deps, config) wires every domain; db/database.ts composes their table types.
+      from: { path: '^src/', pathNot: [`^src/${domain}/`, '^src/[^/]+[.]ts$', '^src/db/database[.]ts$'] },
+      to: { path: `^src/${domain}/`, pathNot: PUBLIC },
+    })),
+  ],
+  options: {
+    // Type-only imports are dependencies too: a type in the wrong layer drags the layer's knowledge along.
+    tsPreCompilationDeps: true,
+    doNotFollow: { path: 'node_modules' },
+    tsConfig: { fileName: 'tsconfig.json' },
+  },
+};

@@ -1,0 +1,143 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import { dialectOf } from './connect.ts';
+import type { DB } from './database.ts';
+
+/**
+ * Statements over many rows at once, for the hot paths (an event's
+ * deliveries and jobs, a batch of attempts' outcomes), written as text from a
+ * column list: the query builder would cost more to build them than the
+ * database takes to run them. One text per table, columns and row count,
+ * kept; the values go as parameters, so both engines run the same statement.
+ */
+
+export type ColumnType = 'text' | 'bigint' | 'integer';
+
+/** The column names and SQL types of the rows a statement writes, in order; for updates, the key first. */
+export type Columns<Row> = ReadonlyArray<readonly [keyof Row & string, ColumnType]>;
+
+const texts = new Map<string, string>();
+/** Bounds the kept texts: batch sizes vary, but only up to their caps. */
+const MAX_TEXTS = 2000;
+
+function kept(key: string, build: () => string): string {
+  let text = texts.get(key);
+  if (text === undefined) {
+    text = build();
+    if (texts.size >= MAX_TEXTS) texts.clear();
+    texts.set(key, text);
+  }
+  return text;
+}
+
+/** A short name for a column list (a module's constant), so that finding a kept text costs no string building per call. */
+const columnListIds = new WeakMap<object, number>();
+let nextColumnListId = 1;
+function columnListId(columns: object): number {
+  let id = columnListIds.get(columns);
+  if (id === undefined) columnListIds.set(columns, (id = nextColumnListId++));
+  return id;
+}
+
+const quoted = (name: string) => `"${name}"`;
+
+function placeholders(dialect: 'sqlite' | 'postgres') {
+  let n = 0;
+  return (type?: ColumnType) => (dialect === 'sqlite' ? '?' : type ? `$${++n}::${type}` : `$${++n}`);
+}
+
+/** Rows for one table, with the columns to write. */
+export interface RowsOf<Row> {
+  table: keyof DB & string;
+  columns: Columns<Row>;
+  rows: readonly Row[];
+}
+
+/** Any table's rows, as insertAll takes them. */
+// Columns<Row> is read only through its names, so every RowsOf fits.
+export type AnyRows = RowsOf<never>;
+
+function insertText(dialect: 'sqlite' | 'postgres', { table, columns, rows }: AnyRows, next: ReturnType<typeof placeholders>): string {
+  const values = rows.map(() => `(${columns.map(() => next()).join(', ')})`).join(', ');
+  return `insert into ${quoted(table)} (${columns.map(([name]) => quoted(name)).join(', ')}) values ${values}`;
+}
+
+function pushValues(values: unknown[], { columns, rows }: AnyRows): void {
+  // Plain index loops: this runs for every value of every row written on the hot paths.
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r] as unknown as Record<string, unknown>;
+    for (let c = 0; c < columns.length; c++) values.push(row[columns[c]![0]]);
+  }
+}
+
+/** `INSERT INTO table (columns…) VALUES (…), (…)…` */
+export async function insertRows<Row>(db: Kysely<DB>, table: keyof DB & string, columns: Columns<Row>, rows: readonly Row[]): Promise<void> {
+  await insertAll(db, [{ table, columns, rows } as unknown as AnyRows]);
+}
+
+/**
+ * Rows of several tables, written together: on PostgreSQL in one statement
+ * (each insert a data-modifying CTE of it; foreign keys between them are
+ * checked at its end, when every row is there), a round trip for all; on
+ * SQLite, whose statements cost no round trip, one statement per table, in order.
+ */
+export async function insertAll(db: Kysely<DB>, inserts: readonly AnyRows[]): Promise<void> {
+  const nonEmpty = inserts.filter((insert) => insert.rows.length > 0);
+  if (nonEmpty.length === 0) return;
+  const dialect = dialectOf(db);
+  let shape = dialect;
+  for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}x${rows.length}`;
+  if (dialect === 'sqlite' || nonEmpty.length === 1) {
+    for (const insert of nonEmpty) {
+      const text = kept(`insert;${insert.table}:${columnListId(insert.columns)}x${insert.rows.length};${dialect}`, () => insertText(dialect, insert, placeholders(dialect)));
+      const values: unknown[] = [];
+      pushValues(values, insert);
+      await db.executeQuery(CompiledQuery.raw(text, values));
+    }
+    return;
+  }
+  const text = kept(`insert${shape}`, () => {
+    const next = placeholders(dialect);
+    const ctes = nonEmpty.slice(0, -1).map((insert, i) => `w${i} as (${insertText(dialect, insert, next)})`);
+    return `with ${ctes.join(', ')} ${insertText(dialect, nonEmpty.at(-1)!, next)}`;
+  });
+  const values: unknown[] = [];
+  for (const insert of nonEmpty) pushValues(values, insert);
+  await db.executeQuery(CompiledQuery.raw(text, values));
+}
+
+/**
+ * `UPDATE table SET col = v.col, … FROM (VALUES …) AS v WHERE table.key = v.key`:
+ * different values for many rows in one statement (VALUES columns are
+ * `column1`, `column2`… on both engines, hence the renaming select;
+ * PostgreSQL types VALUES parameters as text unless cast). `also` is SQL
+ * without parameters added to SET; `where` adds conditions `column = value`,
+ * the same for every row. With `returning`, answers the keys of the rows
+ * updated (else nothing: reading them back costs SQLite as much again).
+ */
+export async function updateRows<Row>(
+  db: Kysely<DB>,
+  table: keyof DB & string,
+  columns: Columns<Row>,
+  rows: readonly Row[],
+  options: { also?: string; where?: Record<string, string>; returning?: boolean } = {},
+): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const dialect = dialectOf(db);
+  const where = Object.entries(options.where ?? {});
+  const [key] = columns[0]!;
+  const returning = options.returning === true;
+  const text = kept(`update;${table}:${columnListId(columns)}x${rows.length};${dialect};${options.also ?? ''};${where.map(([column]) => column).join(',')};${returning}`, () => {
+    const next = placeholders(dialect);
+    const values = rows.map(() => `(${columns.map(([, type]) => next(type)).join(', ')})`).join(', ');
+    const renamed = columns.map(([name], i) => `column${i + 1} as ${quoted(name)}`).join(', ');
+    const set = [...columns.slice(1).map(([name]) => `${quoted(name)} = v.${quoted(name)}`), ...(options.also ? [options.also] : [])].join(', ');
+    const conditions = where.map(([column]) => ` and ${quoted(table)}.${quoted(column)} = ${next('text')}`).join('');
+    const answer = returning ? ` returning ${quoted(table)}.${quoted(key)} as key` : '';
+    return `update ${quoted(table)} set ${set} from (select ${renamed} from (values ${values}) as changes) as v where ${quoted(table)}.${quoted(key)} = v.${quoted(key)}${conditions}${answer}`;
+  });
+  const parameters: unknown[] = [];
+  pushValues(parameters, { table, columns, rows } as unknown as AnyRows);
+  for (const [, value] of where) parameters.push(value);
+  const result = await db.executeQuery<{ key: string }>(CompiledQuery.raw(text, parameters));
+  return returning ? result.rows.map((row) => row.key) : [];
+}

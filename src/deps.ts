@@ -1,0 +1,22 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Config } from './config.ts';
+import type { DB } from './db/database.ts';
+import type { Queue } from './jobs/queue.ts';
+import type { Clock } from './shared/clock.ts';
+import type { Signals } from './db/signals.ts';
+
+/**
+ * What every domain's services take first: the base services, built once in
+ * app.ts and never changed. Anything a single domain needs (a sender, a
+ * cache, a provider) is that domain's own, built in its plugin.
+ */
+export interface Deps {
+  readonly config: Readonly<Config>;
+  readonly db: Kysely<DB>;
+  readonly clock: Clock;
+  readonly logger: FastifyBaseLogger;
+  readonly signals: Signals;
+  /** Background work, enqueued inside the transaction of the change that calls for it. */
+  readonly jobs: Queue;
+}

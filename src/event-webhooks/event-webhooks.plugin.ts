@@ -1,0 +1,51 @@
+import fp from 'fastify-plugin';
+import { otherProcessesCommits } from '../db/data-version.ts';
+import type { WebhookConfig } from '../config.ts';
+import { createDeliveryMetrics } from './delivery.metrics.ts';
+import { createDeliveryKind, DEFAULT_DELIVERY_OPTIONS, deliveryJob, type DeliveryOptions } from './delivery.job.ts';
+import { eventWebhookTools } from './event-webhooks.mcp.ts';
+import { eventWebhooksRoutes } from './event-webhooks.routes.ts';
+import { createSender } from './sender.ts';
+import type { ResolveAll } from './targets.ts';
+
+export interface EventWebhooksOptions {
+  /** Tuning of the delivery lanes (tests shorten the probe interval, say). */
+  delivery?: Partial<DeliveryOptions>;
+  /** Name resolution for webhook targets (tests stand in for DNS, as a hosts file would). */
+  resolveAll?: ResolveAll;
+}
+
+/**
+ * Event webhooks: endpoints, deliveries and their job. Every role runs
+ * deliveries whose job this process takes (ROLE=api takes none); the routes
+ * and MCP tools are served where the role serves the API.
+ */
+export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
+  async (app, options) => {
+    const { deps } = app;
+    const config: WebhookConfig = deps.config.webhook;
+    const sender = createSender(config, options.resolveAll);
+    const metrics = createDeliveryMetrics(app.metrics.registry, () => deps.jobs.count(deliveryJob));
+    const kind = createDeliveryKind(
+      {
+        db: deps.db,
+        clock: deps.clock,
+        logger: deps.logger,
+        sender,
+        metrics,
+        config,
+        otherProcessesCommits: otherProcessesCommits(deps.db, deps.config.databaseUrl),
+        failDueInLane: (lane, result, error, limit) => app.jobs.failDueInLane(deliveryJob, lane, result, error, limit),
+      },
+      { ...DEFAULT_DELIVERY_OPTIONS, ...options.delivery },
+    );
+    app.jobs.register(kind);
+    deps.signals.subscribe(kind.hear);
+    app.addHook('onClose', async () => sender.close());
+
+    if (deps.config.role === 'worker') return;
+    await app.register(eventWebhooksRoutes, { testSending: { sender, metrics } });
+    app.platformMcpTools.push(eventWebhookTools({ sender, metrics }));
+  },
+  { name: 'event-webhooks', dependencies: ['core', 'jobs', 'mcp'] },
+);

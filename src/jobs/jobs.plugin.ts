@@ -1,0 +1,45 @@
+import fp from 'fastify-plugin';
+import type { AnyJobKind, JobType } from './job-kind.ts';
+import type { FailedWithoutAttempt, Runner } from './runner.ts';
+
+/** The jobs module as the app exposes it to domains (registering kinds) and to tests (draining). */
+export interface Jobs {
+  /** Domains register the kinds of job they define; a process whose role runs no jobs (ROLE=api) keeps none. */
+  register(kind: AnyJobKind): void;
+  /** Runs what is due now, and what that makes due now, until nothing is: tests call it after moving the clock. */
+  drain(): Promise<void>;
+  /** Fails up to `limit` due jobs of a lane without attempting them, as if attempted with `result` (see Runner). */
+  failDueInLane<Payload>(type: JobType<Payload>, lane: string, result: unknown, error: string, limit: number): Promise<FailedWithoutAttempt>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    jobs: Jobs;
+  }
+}
+
+export interface JobsPluginOptions {
+  /** This process's runner; null when its role runs no jobs. */
+  runner: Runner | null;
+  /** How long shutdown waits for attempts in flight (each kind bounds its own). */
+  stopGraceMs: number;
+}
+
+/** Starts the runner once the app is ready, wakes it when any process announces due work, stops it before the database closes. */
+export const jobsPlugin = fp<JobsPluginOptions>(
+  async (app, { runner, stopGraceMs }) => {
+    app.decorate('jobs', {
+      register: (kind: AnyJobKind) => runner?.register(kind),
+      drain: async () => runner?.drain(),
+      failDueInLane: async (type, lane, result, error, limit) => runner?.failDueInLane(type.name, lane, result, error, limit) ?? { touched: 0, gaveUp: 0 },
+    } satisfies Jobs);
+    if (runner === null) return;
+    app.deps.signals.subscribe((signal) => {
+      if (signal === 'due' || signal === 'elsewhere') runner.wake();
+    });
+    app.addHook('onReady', async () => runner.start());
+    // preClose: attempts in flight finish and are recorded while the database is still open.
+    app.addHook('preClose', async () => runner.stop(stopGraceMs));
+  },
+  { name: 'jobs', dependencies: ['core'] },
+);

@@ -1,0 +1,17 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/database.ts';
+
+/** A lane where jobs may be queued; open already is fine. */
+export async function openLane(db: Kysely<DB>, lane: string, paused: boolean): Promise<void> {
+  await db.insertInto('job_lanes').values({ lane, paused: paused ? 1 : 0 }).onConflict((conflict) => conflict.column('lane').doNothing()).execute();
+}
+
+/** A paused lane's jobs stay where they are, unclaimed, until it is resumed. */
+export async function setLanePaused(db: Kysely<DB>, lane: string, paused: boolean): Promise<void> {
+  await db.updateTable('job_lanes').set({ paused: paused ? 1 : 0 }).where('lane', '=', lane).execute();
+}
+
+/** Closes the lane; its jobs go with it (foreign key). */
+export async function closeLane(db: Kysely<DB>, lane: string): Promise<void> {
+  await db.deleteFrom('job_lanes').where('lane', '=', lane).execute();
+}

@@ -1,0 +1,10 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/database.ts';
+
+/** Gives jobs back unattempted, for any process to take: these ids, or every job `runner` holds. */
+export async function returnJobs(db: Kysely<DB>, runner: string, ids?: readonly string[]): Promise<void> {
+  if (ids !== undefined && ids.length === 0) return;
+  let query = db.updateTable('jobs').set({ locked_by: null, locked_until: null }).where('locked_by', '=', runner);
+  if (ids !== undefined) query = query.where('id', 'in', ids);
+  await query.execute();
+}

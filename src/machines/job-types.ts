@@ -1,0 +1,21 @@
+import { exponentialBackoff } from '../jobs/backoff.ts';
+import { jobType } from '../jobs/job-kind.ts';
+import { MINUTE, SECOND } from '../shared/clock.ts';
+
+/** The machine's next question to its provider (is the boot done? still up?), or the stop or destroy a dead process left unfinished. */
+export const machineCheckJob = jobType<{ machineId: string }>('machine.check');
+/** `machine.expired` at `expiresAt`, then the stop or destroy it asks for. */
+export const machineExpireJob = jobType<{ machineId: string }>('machine.expire');
+/** Brings a pool back to its count of warm machines. */
+export const poolRefillJob = jobType<{ poolId: string }>('pool.refill');
+/** A schedule's next tick. */
+export const scheduleTickJob = jobType<{ scheduleId: string }>('schedule.tick');
+/** Executes a pending run (once its machine runs), or fails one whose executing process died. */
+export const runExecuteJob = jobType<{ runId: string }>('run.execute');
+
+/**
+ * A host failing for one machine, schedule or pool is asked again soon, but
+ * never crowds out the others: 5 s after the first failure, doubling, at most
+ * 5 minutes apart, for as long as it takes.
+ */
+export const hostRetryDelay = exponentialBackoff({ firstMs: 5 * SECOND, maxMs: 5 * MINUTE, attempts: Infinity });

@@ -1,0 +1,99 @@
+import type { Deps } from '../deps.ts';
+import { inTransaction } from '../db/transaction.ts';
+import type { JobKind, Outcome } from '../jobs/job-kind.ts';
+import { SECOND } from '../shared/clock.ts';
+import { hostRetryDelay, machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
+import { finishPending } from './machine-actions.ts';
+import { markError, markExpired, markRunning, markStopped, markStopping } from './machine-transitions.ts';
+import { findMachineById, toProviderMachine } from './machines.repository.ts';
+import { destroyMarked, refillPool } from './pools.service.ts';
+import type { MachineProvider } from './provider.ts';
+import { executeRun } from './runs.service.ts';
+import { fireSchedule } from './schedules.service.ts';
+
+/** Runs executing at once in one process: a slow command holds one slot, never a request or another job. */
+export const RUN_CONCURRENCY = 8;
+/** Host calls for machines and pools at once in one process. */
+const HOST_CONCURRENCY = 16;
+/** A host call, or a few, and their records. */
+const HOST_LEASE_MS = 60 * SECOND;
+/** Runs may take long: their lease is renewed while the process lives, and runs out this soon after it dies. */
+const RUN_LEASE_MS = 30 * SECOND;
+/** How long an expiry waits for a stop or destroy under way to finish first. */
+const EXPIRY_WAIT_MS = 5 * SECOND;
+
+const DONE: Outcome = { status: 'done' };
+
+/**
+ * Asks the provider about a machine (boot finished? still up?) and applies
+ * what it says, or finishes a stop or destroy whose process died before
+ * recording the host's answer. The next check is whenever the provider asks.
+ */
+export async function checkMachine(deps: Deps, provider: MachineProvider, machineId: string): Promise<Outcome> {
+  const machine = await findMachineById(deps.db, machineId);
+  if (machine === undefined) return DONE;
+  if (machine.status === 'stopping') {
+    await finishPending(deps, provider, machine);
+    return DONE;
+  }
+  if (machine.status !== 'starting' && machine.status !== 'running') return DONE;
+  const { observation, checkAt } = await provider.observe(toProviderMachine(machine), deps.clock.now());
+  if (observation === null || observation.status === machine.status) return checkAt === null ? DONE : { status: 'later', at: checkAt };
+  // Each of these schedules (or cancels) the machine's next check itself, in its own transaction.
+  await inTransaction(deps.db, async (tx) => {
+    if (observation.status === 'running') await markRunning(deps, tx, machine, checkAt);
+    else if (observation.status === 'error') await markError(deps, tx, machine, observation.reason, observation.message);
+    else await markStopped(deps, tx, machine, observation.reason);
+  });
+  return DONE;
+}
+
+/**
+ * `machine.expired`, then the stop (reason `expired`) or the destroy that
+ * `onExpire` asks for: recorded (`stopping`) in the same transaction as the
+ * expiry, asked of the host after, then `machine.stopped` or `machine.destroyed`.
+ */
+async function expireMachine(deps: Deps, provider: MachineProvider, machineId: string): Promise<Outcome> {
+  const machine = await findMachineById(deps.db, machineId);
+  if (machine === undefined || machine.expired_at !== null || machine.status === 'destroyed') return DONE;
+  if (machine.status === 'stopping') return { status: 'later', at: deps.clock.now() + EXPIRY_WAIT_MS };
+  const stopping = await inTransaction(deps.db, async (tx) => {
+    const expired = await markExpired(deps, tx, machine);
+    if (expired === null) return null;
+    if (machine.on_expire === 'destroy') return markStopping(deps, tx, expired, { action: 'destroy', reason: 'expired' });
+    if (machine.status === 'running' || machine.status === 'starting') return markStopping(deps, tx, expired, { action: 'stop', reason: 'expired' });
+    return null;
+  });
+  if (stopping !== null) await finishPending(deps, provider, stopping);
+  return DONE;
+}
+
+/** Brings a pool to its count; boots the host refuses fail the attempt, to be retried. */
+async function refillPoolJob(deps: Deps, provider: MachineProvider, poolId: string): Promise<Outcome> {
+  const refill = await inTransaction(deps.db, (tx) => refillPool(deps, provider, tx, poolId));
+  await destroyMarked(deps, provider, refill.surplus);
+  if (refill.bootFailures > 0) return { status: 'failed', error: `the host refused ${refill.bootFailures} boot(s)` };
+  return DONE;
+}
+
+function hostKind<Payload>(type: JobKind<Payload>['type'], perform: (payload: Payload) => Promise<Outcome>): JobKind<Payload> {
+  return { type, concurrency: HOST_CONCURRENCY, leaseMs: HOST_LEASE_MS, retryDelay: hostRetryDelay, perform: (job) => perform(job.payload) };
+}
+
+/** The machines domain's background work. */
+export function machineJobKinds(deps: Deps, provider: MachineProvider) {
+  return [
+    hostKind(machineCheckJob, ({ machineId }) => checkMachine(deps, provider, machineId)),
+    hostKind(machineExpireJob, ({ machineId }) => expireMachine(deps, provider, machineId)),
+    hostKind(poolRefillJob, ({ poolId }) => refillPoolJob(deps, provider, poolId)),
+    hostKind(scheduleTickJob, ({ scheduleId }) => fireSchedule(deps, provider, scheduleId)),
+    {
+      ...hostKind(runExecuteJob, async ({ runId }) => {
+        await executeRun(deps, provider, runId);
+        return DONE;
+      }),
+      concurrency: RUN_CONCURRENCY,
+      leaseMs: RUN_LEASE_MS,
+    },
+  ];
+}
