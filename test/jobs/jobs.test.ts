@@ -163,6 +163,35 @@ describe('the jobs module', () => {
     assert.deepEqual(await jobsOf(ctx, 'test.recurring'), []);
   });
 
+  test('a job for a subject scheduled again while an attempt of it runs: that attempt\'s outcome is not applied, in the same process either', async () => {
+    // Regression (seen in billing's balance-empty stop): the attempt under way, ending after the same process had
+    // claimed the rescheduled job, deleted it, because the lease check only asked which process held it.
+    const rescheduled = scriptedKind('test.rescheduled');
+    const app = await createTestApp({ setup: (a) => a.jobs.register(rescheduled.kind) });
+    const open = rescheduled.stall();
+    try {
+      const waitForAttempts = async (count: number) => {
+        for (let i = 0; i < 500 && rescheduled.attempts.length < count; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.equal(rescheduled.attempts.length, count, `${count} attempts under way`);
+      };
+      const at = app.clock.now();
+      await inTransaction(app.app.deps.db, (tx) => app.app.deps.jobs.schedule(tx, rescheduled.type, 'subject', { n: 1 }, at));
+      await waitForAttempts(1);
+      await inTransaction(app.app.deps.db, (tx) => app.app.deps.jobs.schedule(tx, rescheduled.type, 'subject', { n: 2 }, at));
+      await waitForAttempts(2);
+      // The first attempt ends first and says done; the second, of the job as scheduled now, asks to run again later.
+      rescheduled.script.push({ status: 'done' }, { status: 'later', at: at + 60_000 });
+      open();
+      await app.app.jobs.drain();
+      assert.deepEqual(rescheduled.attempts.map((a) => a.n), [1, 2]);
+      const jobs = await jobsOf(app, 'test.rescheduled');
+      assert.deepEqual(jobs.map((job) => [job.run_at, JSON.parse(job.payload), job.locked_by]), [[at + 60_000, { n: 2 }, null]], 'the job as scheduled last, kept for its next run');
+    } finally {
+      open();
+      await app.close();
+    }
+  });
+
   test('a job due now starts at once in the process that enqueued it, leased to it in the same insert: no poll, no claim', async () => {
     const handed = scriptedKind('test.handover');
     const app = await createTestApp({ buildOptions: { runnerOptions: { pollIntervalMs: 3_600_000 } }, setup: (a) => a.jobs.register(handed.kind) });
