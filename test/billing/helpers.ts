@@ -1,0 +1,53 @@
+import { strict as assert } from 'node:assert';
+import { asBearer, settled, type TestAppOptions, type TestContext, type TestUser } from '../support/app.ts';
+import { linkIn } from '../support/mail.ts';
+import { createMachineTestApp, type Owner } from '../support/machines.ts';
+
+export const VISA = '4242424242424242';
+export const MASTERCARD = '5555555555554444';
+export const REFUSED_CARD = '4000000000000002';
+export const DECLINING_CARD = '4000000000009995';
+
+/** The app with billing on (the test default is off). */
+export function createBillingTestApp(options: TestAppOptions = {}): Promise<TestContext> {
+  return createMachineTestApp({ ...options, env: { BILLING: 'on', ...options.env } });
+}
+
+export function card(number = VISA, overrides: Record<string, unknown> = {}) {
+  return { number, expMonth: 12, expYear: 2030, cvc: '123', ...overrides };
+}
+
+/** Confirms the user's email address through the emailed link, as a person would. */
+export async function confirmEmail(ctx: TestContext, user: TestUser): Promise<void> {
+  await settled(ctx);
+  const mail = ctx.smtp.to(user.email).filter((m) => m.subject === 'Confirm your email address').at(-1);
+  assert.ok(mail, `no confirmation mail to ${user.email}`);
+  const response = await ctx.app.inject({ method: 'POST', url: '/api/auth/verify', headers: { origin: ctx.config.publicUrl }, payload: { token: linkIn(mail, '/verify-email').token } });
+  assert.equal(response.statusCode, 200, response.body);
+}
+
+export async function saveCard(owner: Owner, number = VISA): Promise<void> {
+  const response = await owner.call('PUT', '/api/billing/payment-method', card(number));
+  assert.equal(response.statusCode, 200, response.body);
+}
+
+/** POST /api/billing/top-ups, with an Idempotency-Key when given. */
+export function topUp(ctx: TestContext, owner: Owner, amount: string, key?: string) {
+  return ctx.app.inject({
+    method: 'POST',
+    url: '/api/billing/top-ups',
+    headers: { ...asBearer(owner.key), ...(key === undefined ? {} : { 'idempotency-key': key }) },
+    payload: { amount },
+  });
+}
+
+export async function billingOf(owner: Owner): Promise<{ balance: string; [key: string]: unknown }> {
+  const response = await owner.call('GET', '/api/billing');
+  assert.equal(response.statusCode, 200, response.body);
+  return response.json();
+}
+
+/** Every ledger entry of the account, oldest first. */
+export async function ledgerOf(ctx: TestContext, accountId: string) {
+  return ctx.app.deps.db.selectFrom('billing_ledger').selectAll().where('account_id', '=', accountId).orderBy('id').execute();
+}
