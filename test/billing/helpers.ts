@@ -51,3 +51,24 @@ export async function billingOf(owner: Owner): Promise<{ balance: string; [key: 
 export async function ledgerOf(ctx: TestContext, accountId: string) {
   return ctx.app.deps.db.selectFrom('billing_ledger').selectAll().where('account_id', '=', accountId).orderBy('id').execute();
 }
+
+/**
+ * The machine's usage entries, checked against its running time alone: their
+ * periods join end to end from `from` to `to`, and they sum to that time at
+ * `pricePerHour` micro-dollars, rounded up once (not per entry).
+ */
+export async function assertChargedExactly(ctx: TestContext, machineId: string, from: number, to: number, pricePerHour: number): Promise<number> {
+  const entries = await ctx.app.deps.db.selectFrom('billing_ledger').selectAll().where('machine_id', '=', machineId).orderBy('period_start').execute();
+  assert.ok(entries.length > 0, 'charged at all');
+  assert.equal(entries[0]!.period_start, from, 'the first period starts when the machine became running');
+  for (let i = 1; i < entries.length; i++) assert.equal(entries[i]!.period_start, entries[i - 1]!.period_end, `period ${i} starts where the one before ended`);
+  assert.equal(entries.at(-1)!.period_end, to, 'the last period ends when the machine left running');
+  for (const entry of entries) {
+    assert.equal(entry.kind, 'usage');
+    assert.ok(entry.amount_micros < 0, 'usage entries are negative');
+  }
+  const charged = -entries.reduce((sum, entry) => sum + entry.amount_micros, 0);
+  const exact = Number((BigInt(to - from) * BigInt(pricePerHour) + 3_599_999n) / 3_600_000n);
+  assert.equal(charged, exact, `${to - from} ms at ${pricePerHour} µ$/h`);
+  return entries.length;
+}
