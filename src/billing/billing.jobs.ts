@@ -2,7 +2,7 @@ import type { Deps } from '../deps.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import type { JobKind, JobType, Outcome } from '../jobs/job-kind.ts';
 import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.ts';
-import { HOUR, MINUTE, SECOND } from '../shared/clock.ts';
+import { HOUR, SECOND } from '../shared/clock.ts';
 import { balanceEmptyMailJob, lowBalanceMailJob, meteringPassJob, welcomeCreditMailJob } from './billing.job-types.ts';
 import { balanceEmptyMail, lowBalanceMail, welcomeCreditMail } from './billing.mail.ts';
 import { findRecipient } from './billing.repository.ts';
@@ -41,7 +41,8 @@ function meteringKind(deps: Deps): JobKind<Record<string, never>> {
   return {
     type: meteringPassJob,
     concurrency: 1,
-    leaseMs: Math.max(2 * MINUTE, 4 * interval),
+    // Renewed while the process lives; a dead process's pass is taken over this soon (a pass over 10,000 machines takes well under 2 s).
+    leaseMs: Math.max(10 * SECOND, 4 * interval),
     retryDelay: exponentialBackoff({ firstMs: Math.min(interval, 5 * SECOND), maxMs: interval, attempts: Infinity }),
     async perform() {
       const started = deps.clock.now();

@@ -62,16 +62,17 @@ export function chargeUpTo(meter: MeterRow, now: number, closing: boolean): { up
 }
 
 /**
- * A machine's change of state, in the transaction of the change (the machines
- * domain calls it from its one compare-and-set): becoming `running` starts its
- * meter, leaving `running` charges the rest of its time and stops the meter.
+ * A machine's change of state at `at` (the time the change records), in the
+ * transaction of the change (the machines domain calls it from its one
+ * compare-and-set): becoming `running` starts its meter, leaving `running`
+ * charges the rest of its time and stops the meter.
  */
-export async function meterTransition(deps: Deps, tx: Tx, machine: MeteredMachine, from: string, to: string): Promise<void> {
+export async function meterTransition(deps: Deps, tx: Tx, machine: MeteredMachine, from: string, to: string, at: number): Promise<void> {
   if (!deps.config.billing.enabled) return;
   const wasRunning = from === 'running';
   const isRunning = to === 'running';
   if (wasRunning === isRunning) return;
-  const now = deps.clock.now();
+  const now = at;
   const account = await lockBillingAccount(tx.db, machine.account_id, now);
   const meter = await findMeter(tx.db, machine.id);
   if (isRunning) {

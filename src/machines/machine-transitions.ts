@@ -42,7 +42,9 @@ async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<M
   const now = deps.clock.now();
   if (!(await updateMachineIf(tx.db, row, changes, now))) return null;
   // Running time is metered from the moment a machine becomes running until it leaves it, in this same transaction.
-  if (changes.status !== undefined && changes.status !== row.status) await meterTransition(deps, tx, row, row.status, changes.status as string);
+  if (changes.status !== undefined && changes.status !== row.status) {
+    await meterTransition(deps, tx, row, row.status, changes.status as string, (changes.status_changed_at as number | undefined) ?? now);
+  }
   return { ...row, ...changes, version: row.version + 1, updated_at: now } as MachineRow;
 }
 

@@ -45,7 +45,7 @@ describe('billing: cards, the welcome credit, top-ups (CONTRACT 12)', () => {
       [{ number: VISA, expMonth: 12, expYear: 2030 }, 'no cvc'],
     ] as const) {
       assertProblem(await owner.call('PUT', '/api/billing/payment-method', body), 400, 'invalid_request');
-      assert.equal((await billingOf(owner) as { paymentMethod: { last4: string } }).paymentMethod.last4, '4242', why);
+      assert.equal((await billingOf(owner)).paymentMethod?.last4, '4242', why);
     }
 
     const replaced = await owner.call('PUT', '/api/billing/payment-method', card(MASTERCARD, { expMonth: 11, expYear: 2026 }));
@@ -70,9 +70,9 @@ describe('billing: cards, the welcome credit, top-ups (CONTRACT 12)', () => {
   test('the welcome credit: once when the card comes first, with a mail', async () => {
     const owner = await newOwner(ctx);
     await saveCard(owner);
-    assert.deepEqual((await billingOf(owner) as { welcomeCredit: unknown }).welcomeCredit, { amount: '10.000000', grantedAt: null, missing: ['email_confirmation'] });
+    assert.deepEqual((await billingOf(owner)).welcomeCredit, { amount: '10.000000', grantedAt: null, missing: ['email_confirmation'] });
     await confirmEmail(ctx, owner.user);
-    const billing = await billingOf(owner) as { balance: string; welcomeCredit: { grantedAt: string; missing: string[] } };
+    const billing = await billingOf(owner);
     assert.equal(billing.balance, '10.000000');
     assert.equal(billing.welcomeCredit.grantedAt, new Date(ctx.clock.now()).toISOString());
     assert.deepEqual(billing.welcomeCredit.missing, []);
@@ -92,7 +92,7 @@ describe('billing: cards, the welcome credit, top-ups (CONTRACT 12)', () => {
     const owner = await newOwner(ctx);
     await confirmEmail(ctx, owner.user);
     assert.equal((await billingOf(owner)).balance, '0.000000');
-    assert.deepEqual((await billingOf(owner) as { welcomeCredit: { missing: string[] } }).welcomeCredit.missing, ['payment_method']);
+    assert.deepEqual((await billingOf(owner)).welcomeCredit.missing, ['payment_method']);
     await saveCard(owner);
     await saveCard(owner, MASTERCARD);
     assert.equal((await billingOf(owner)).balance, '10.000000');
@@ -137,7 +137,7 @@ describe('billing: cards, the welcome credit, top-ups (CONTRACT 12)', () => {
   test('a card whose charges are declined: saved, but a top-up is 402 card_declined and changes nothing', async () => {
     const owner = await newOwner(ctx);
     await saveCard(owner, DECLINING_CARD);
-    assert.equal((await billingOf(owner) as { paymentMethod: { last4: string } }).paymentMethod.last4, '9995');
+    assert.equal((await billingOf(owner)).paymentMethod?.last4, '9995');
     assertProblem(await topUp(ctx, owner, '20.00'), 402, 'card_declined');
     assertProblem(await topUp(ctx, owner, '20.00', 'declined-once'), 402, 'card_declined');
     assert.equal((await billingOf(owner)).balance, '0.000000');
