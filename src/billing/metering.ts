@@ -1,3 +1,4 @@
+import { dialectOf } from '../db/connect.ts';
 import { inTransaction, type Tx } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import {
@@ -37,6 +38,8 @@ export interface MeteredMachine {
 
 /** How many accounts one transaction of a metering pass charges. */
 const ACCOUNTS_PER_TRANSACTION = 250;
+/** On PostgreSQL, how many of those transactions run at once (each on a connection of its own). */
+const PARALLEL_TRANSACTIONS = 3;
 
 function priceOf(deps: Deps, size: string): number {
   return deps.config.billing.pricesMicrosPerHour[size] ?? 0;
@@ -132,10 +135,20 @@ async function chargeAccounts(deps: Deps, tx: Tx, accountIds: readonly string[],
 export async function meteringPass(deps: Deps, now: number): Promise<number> {
   const accountIds = await accountsWithUnmeteredTime(deps.db, now);
   accountIds.sort();
+  const chunks: string[][] = [];
+  for (let i = 0; i < accountIds.length; i += ACCOUNTS_PER_TRANSACTION) chunks.push(accountIds.slice(i, i + ACCOUNTS_PER_TRANSACTION));
+  // PostgreSQL charges disjoint sets of accounts side by side, on as many connections; SQLite has one writer.
+  const lanes = dialectOf(deps.db) === 'postgres' ? PARALLEL_TRANSACTIONS : 1;
   let charged = 0;
-  for (let i = 0; i < accountIds.length; i += ACCOUNTS_PER_TRANSACTION) {
-    const chunk = accountIds.slice(i, i + ACCOUNTS_PER_TRANSACTION);
-    charged += await inTransaction(deps.db, (tx) => chargeAccounts(deps, tx, chunk, now));
-  }
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(lanes, chunks.length) }, async () => {
+      while (next < chunks.length) {
+        const chunk = chunks[next++]!;
+        const count = await inTransaction(deps.db, (tx) => chargeAccounts(deps, tx, chunk, now));
+        charged += count;
+      }
+    }),
+  );
   return charged;
 }

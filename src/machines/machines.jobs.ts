@@ -24,6 +24,8 @@ const RUN_LEASE_MS = 30 * SECOND;
 const EXPIRY_WAIT_MS = 5 * SECOND;
 
 const DONE: Outcome = { status: 'done' };
+/** When a balance-empty stop lost a race with another change of a machine, how soon it looks again. */
+const BALANCE_STOP_RECHECK_MS = SECOND;
 
 /**
  * Asks the provider about a machine (boot finished? still up?) and applies
@@ -77,12 +79,15 @@ async function expireMachine(deps: Deps, provider: MachineProvider, machineId: s
 async function stopForEmptyBalance(deps: Deps, provider: MachineProvider, accountId: string): Promise<Outcome> {
   if (!(await balanceIsEmpty(deps, accountId))) return DONE;
   let failures = 0;
+  let changed = 0;
   for (const machine of await activeMachinesOf(deps.db, accountId)) {
     const outcome = await stopOrDestroy(deps, provider, machine, { action: 'stop', reason: 'balance-empty' });
-    if (outcome !== null && !outcome.ok) failures++;
+    if (outcome === null) changed++;
+    else if (!outcome.ok) failures++;
   }
-  // A machine that changed meanwhile (null) is stopped by the next metering pass's check, if it still runs.
-  return failures > 0 ? { status: 'failed', error: `the host failed to stop ${failures} machine(s)` } : DONE;
+  if (failures > 0) return { status: 'failed', error: `the host failed to stop ${failures} machine(s)` };
+  // A machine that changed meanwhile (its boot finished, say) is looked at again shortly.
+  return changed > 0 ? { status: 'later', at: deps.clock.now() + BALANCE_STOP_RECHECK_MS } : DONE;
 }
 
 /** Brings a pool to its count; boots the host refuses fail the attempt, to be retried. */
