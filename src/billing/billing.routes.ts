@@ -5,6 +5,7 @@ import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema } from '../http/paginati
 import { responses } from '../http/schemas.ts';
 import {
   BillingSchema,
+  BillingSettingsSchema,
   PaymentMethodBody,
   PaymentMethodSchema,
   TopUpBody,
@@ -15,6 +16,7 @@ import {
   UsageSchema,
 } from './billing.schemas.ts';
 import { deletePaymentMethod, getBilling, getUsage, listTransactions, savePaymentMethod, topUp } from './billing.service.ts';
+import { formatMicros } from './money.ts';
 import type { PaymentProvider } from './payment-provider.ts';
 
 const tags = ['billing'];
@@ -25,6 +27,14 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ provider: PaymentProvide
   app.get('/api/billing', {
     schema: { tags, summary: 'The balance, prices per hour, saved card and welcome credit', response: responses({ 200: BillingSchema }) },
   }, async (request) => getBilling(deps, accountIdOf(request)));
+
+  app.get('/api/billing/settings', {
+    schema: { tags, summary: 'How billing is set up here: on or off, the low-balance threshold, test-mode cards', response: responses({ 200: BillingSettingsSchema }) },
+  }, async () => ({
+    enabled: deps.config.billing.enabled,
+    lowBalance: formatMicros(deps.config.billing.lowBalanceMicros),
+    testMode: provider.testMode,
+  }));
 
   app.put('/api/billing/payment-method', {
     schema: {

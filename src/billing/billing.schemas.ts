@@ -23,6 +23,12 @@ export const BillingSchema = Type.Object({
   }),
 });
 
+export const BillingSettingsSchema = Type.Object({
+  enabled: Type.Boolean({ description: 'BILLING: false when machines are free here (no metering, no 402)' }),
+  lowBalance: Amount,
+  testMode: Type.Boolean({ description: 'The payment provider takes test cards only (the simulated provider)' }),
+});
+
 export const PaymentMethodBody = Type.Object(
   {
     number: Type.String({ pattern: '^[0-9]{12,19}$', description: 'Card number, digits only; never stored, logged or returned' }),
