@@ -94,7 +94,7 @@ export async function listLedgerEntries(db: Kysely<DB>, accountId: string, optio
   return query.orderBy('id', 'desc').limit(options.limit).execute();
 }
 
-/** Usage charged per machine for periods ending in [from, to). */
+/** Usage charged per machine for periods ending in (from, to], with the machine's name and size as they are now (a claimed pool machine was renamed). */
 export async function usageByMachine(
   db: Kysely<DB>,
   accountId: string,
@@ -103,7 +103,7 @@ export async function usageByMachine(
 ): Promise<Array<{ machine_id: string; name: string | null; size: string | null; ms: number; micros: number }>> {
   const rows = await db
     .selectFrom('billing_ledger as l')
-    .leftJoin('billing_meters as m', 'm.machine_id', 'l.machine_id')
+    .leftJoin('machines as m', 'm.id', 'l.machine_id')
     .select([
       'l.machine_id',
       'm.name',
