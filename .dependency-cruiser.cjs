@@ -12,7 +12,7 @@
  * Folder cycles are checked by .dependency-cruiser.folders.cjs.
  */
 const BASE = '^src/(http|db|shared|mail|jobs|rate-limits)/';
-const DOMAINS = ['accounts', 'api-keys', 'events', 'event-webhooks', 'machines', 'mcp', 'dashboard', 'ops'];
+const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', 'machines', 'mcp', 'dashboard', 'ops'];
 
 /** What each domain offers the others. */
 const PUBLIC = [
@@ -24,6 +24,8 @@ const PUBLIC = [
   '^src/mcp/(mcp[.]http|mcp[.]plugin|tools)[.]ts$',
   // The account as other tables join it in (an API key read with its owner).
   '^src/accounts/accounts[.]repository[.]ts$',
+  // Billing as machines and accounts use it: metering a machine's state changes, the 402 and the balance-empty stop, the welcome credit.
+  '^src/billing/(metering|enforcement|welcome-credit)[.]ts$',
   // Each domain's plugin, for the composition root.
   '^src/[^/]+/[^/]+[.]plugin[.]ts$',
 ];

@@ -203,6 +203,10 @@ async function webhookPages(session: string, shoot: Shooter) {
 }
 
 async function machinePages(session: string, shoot: Shooter) {
+  // Billing is on: a card (test mode) and a top-up before machines can run.
+  await shoot('billing-new', '/billing');
+  await api('PUT', '/api/billing/payment-method', { number: '4242424242424242', expMonth: 12, expYear: 2030, cvc: '123' }, session);
+  await api('POST', '/api/billing/top-ups', { amount: '50.00' }, session);
   await api('POST', '/api/machines', { name: 'research-agent', labels: { team: 'research', env: 'staging' }, expiresAt: new Date(Date.now() + 3 * 24 * 3600_000).toISOString() }, session);
   await api('POST', '/api/machines', { name: 'nightly-build', externalId: 'build-4821' }, session);
   const stopped = (await api('POST', '/api/machines', { name: 'support-triage' }, session)).body;
@@ -218,6 +222,7 @@ async function machinePages(session: string, shoot: Shooter) {
     },
   });
   await shoot('machines-error', '/machines', { before: failing('/api/machines') });
+  await shoot('billing', '/billing', { dark: true });
   await shoot('machine-create', '/machines', {
     prepare: async (page) => {
       await page.getByRole('button', { name: 'Create machine' }).click();
@@ -304,7 +309,7 @@ async function settled(page: Page) {
   await page.waitForFunction(() => !document.querySelector('#app[aria-busy], .loading, [aria-busy="true"]'), undefined, { timeout: 10_000 });
 }
 
-async function api(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: unknown, session?: string, headers: Record<string, string> = {}) {
+async function api(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: unknown, session?: string, headers: Record<string, string> = {}) {
   const response = await app.inject({
     method,
     url,

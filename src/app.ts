@@ -35,6 +35,7 @@ import type { DeliveryOptions } from './event-webhooks/delivery.job.ts';
 import { eventWebhooksPlugin } from './event-webhooks/event-webhooks.plugin.ts';
 import type { ResolveAll } from './event-webhooks/targets.ts';
 import { machinesPlugin } from './machines/machines.plugin.ts';
+import { billingPlugin } from './billing/billing.plugin.ts';
 import { LIVE_VIEW_PATH } from './machines/live-view.service.ts';
 import { INBOUND_WEBHOOK_PATH } from './machines/inbound-webhooks.service.ts';
 import { mcpPlugin } from './mcp/mcp.plugin.ts';
@@ -171,6 +172,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(apiKeysPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
   await app.register(machinesPlugin);
+  await app.register(billingPlugin);
   if (config.role !== 'worker') await app.register(dashboardRoutes);
 
   let stopListening = async () => {};

@@ -38,6 +38,21 @@ export interface PerformanceConfig {
   jobsHandover: boolean;
 }
 
+export interface BillingConfig {
+  /** BILLING: off makes machines free (no metering, welcome credit, charges or 402s). */
+  enabled: boolean;
+  /** MACHINE_PRICES: micro-dollars per hour, by machine size. */
+  pricesMicrosPerHour: Readonly<Record<string, number>>;
+  /** METERING_INTERVAL: a running machine is charged at least this often. */
+  meteringIntervalMs: number;
+  /** WELCOME_CREDIT, in micro-dollars. */
+  welcomeCreditMicros: number;
+  /** LOW_BALANCE: the balance under which one mail warns, in micro-dollars. */
+  lowBalanceMicros: number;
+  /** PAYMENT_PROVIDER: `simulated` (built in) behaves like a card processor's test mode. */
+  paymentProvider: 'simulated';
+}
+
 export interface JobsConfig {
   /** How often a process looks for due jobs that nobody announced to it (the safety net under wake-ups). */
   pollIntervalMs: number;
@@ -60,6 +75,7 @@ export interface Config {
   webhook: WebhookConfig;
   machines: MachinesConfig;
   jobs: JobsConfig;
+  billing: BillingConfig;
   performance: PerformanceConfig;
   passwordHashCost: PasswordHashCost;
 }
@@ -107,6 +123,14 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       pollIntervalMs: env.JOBS_POLL_INTERVAL_MS
         ? parseInteger('JOBS_POLL_INTERVAL_MS', env.JOBS_POLL_INTERVAL_MS, 1000, 10, 3_600_000)
         : parseInteger('MACHINE_WORKER_INTERVAL_MS', env.MACHINE_WORKER_INTERVAL_MS, 1000, 10, 3_600_000),
+    },
+    billing: {
+      enabled: parseSwitch('BILLING', env.BILLING, true),
+      pricesMicrosPerHour: parsePrices(env.MACHINE_PRICES ?? 'small=0.05,medium=0.10,large=0.20'),
+      meteringIntervalMs: parseDuration('METERING_INTERVAL', env.METERING_INTERVAL ?? '60s', 100, 3_600_000),
+      welcomeCreditMicros: parseUsd('WELCOME_CREDIT', env.WELCOME_CREDIT ?? '10.00'),
+      lowBalanceMicros: parseUsd('LOW_BALANCE', env.LOW_BALANCE ?? '1.00'),
+      paymentProvider: parsePaymentProvider(env.PAYMENT_PROVIDER),
     },
     performance: {
       pgPreparedStatements: parseSwitch('PG_PREPARED_STATEMENTS', env.PG_PREPARED_STATEMENTS, true),
@@ -164,6 +188,41 @@ function parseRole(value: string | undefined): Role {
 function parseMachineProvider(value: string | undefined): MachinesConfig['provider'] {
   if (value === undefined || value === '' || value === 'simulated') return 'simulated';
   return fail('MACHINE_PROVIDER', 'must be simulated (the only built-in provider)', value);
+}
+
+function parsePaymentProvider(value: string | undefined): BillingConfig['paymentProvider'] {
+  if (value === undefined || value === '' || value === 'simulated') return 'simulated';
+  return fail('PAYMENT_PROVIDER', 'must be simulated (the only built-in payment provider)', value);
+}
+
+/** The machine sizes MACHINE_PRICES must price: the simulated provider's. */
+const PRICED_SIZES = ['small', 'medium', 'large'];
+
+/** USD with at most six decimals, as integer micro-dollars (never through a float). */
+function parseUsd(variable: string, value: string): number {
+  const match = /^(\d{1,9})(?:\.(\d{1,6}))?$/.exec(value.trim());
+  if (!match) return fail(variable, 'must be an amount in USD like 10.00 (at most six decimals)', value);
+  return Number(match[1]) * 1_000_000 + Number((match[2] ?? '').padEnd(6, '0'));
+}
+
+function parsePrices(value: string): Record<string, number> {
+  const prices: Record<string, number> = {};
+  for (const item of value.split(',')) {
+    const [size, price, extra] = item.split('=').map((part) => part.trim());
+    if (!size || price === undefined || extra !== undefined) fail('MACHINE_PRICES', 'must look like small=0.05,medium=0.10,large=0.20 (USD per hour)', value);
+    if (!PRICED_SIZES.includes(size)) fail('MACHINE_PRICES', `has an unknown size "${size}" (sizes: ${PRICED_SIZES.join(', ')})`, value);
+    prices[size] = parseUsd('MACHINE_PRICES', price);
+  }
+  const missing = PRICED_SIZES.filter((size) => prices[size] === undefined);
+  if (missing.length > 0) fail('MACHINE_PRICES', `must price every size (missing ${missing.join(', ')})`, value);
+  return prices;
+}
+
+function parseDuration(variable: string, value: string, min: number, max: number): number {
+  const [ms] = parseDurationList(variable, value);
+  if (value.includes(',')) fail(variable, 'must be one duration like 60s', value);
+  if (ms! < min || ms! > max) fail(variable, `must be between ${min} ms and ${max / 3_600_000} h`, value);
+  return ms!;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];

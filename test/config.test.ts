@@ -44,6 +44,14 @@ describe('loadConfig', () => {
       },
       machines: { provider: 'simulated', bootMs: 2000 },
       jobs: { pollIntervalMs: 1000 },
+      billing: {
+        enabled: true,
+        pricesMicrosPerHour: { small: 50_000, medium: 100_000, large: 200_000 },
+        meteringIntervalMs: 60_000,
+        welcomeCreditMicros: 10_000_000,
+        lowBalanceMicros: 1_000_000,
+        paymentProvider: 'simulated',
+      },
       performance: { pgPreparedStatements: true, pgPipelinedBegin: true, sqliteGroupCommit: true, jobsHandover: true },
       passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
     });
@@ -70,6 +78,38 @@ describe('loadConfig', () => {
     });
     for (const variable of ['PG_PREPARED_STATEMENTS', 'PG_PIPELINED_BEGIN', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER']) {
       assert.throws(() => loadConfig({ [variable]: 'fast' }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `));
+    }
+  });
+
+  test('BILLING, MACHINE_PRICES, METERING_INTERVAL, WELCOME_CREDIT, LOW_BALANCE and PAYMENT_PROVIDER (CONTRACT 12)', () => {
+    assert.deepEqual(
+      loadConfig({ BILLING: 'off', MACHINE_PRICES: 'large=1.5, small=0.000001,medium=12', METERING_INTERVAL: '15s', WELCOME_CREDIT: '25', LOW_BALANCE: '0.50', PAYMENT_PROVIDER: 'simulated' }).billing,
+      {
+        enabled: false,
+        pricesMicrosPerHour: { large: 1_500_000, small: 1, medium: 12_000_000 },
+        meteringIntervalMs: 15_000,
+        welcomeCreditMicros: 25_000_000,
+        lowBalanceMicros: 500_000,
+        paymentProvider: 'simulated',
+      },
+    );
+    for (const [variable, value] of [
+      ['BILLING', 'maybe'],
+      ['MACHINE_PRICES', 'small=0.05,medium=0.10'],
+      ['MACHINE_PRICES', 'small=0.05,medium=0.10,large=0.20,huge=1'],
+      ['MACHINE_PRICES', 'small=0.05,medium=-1,large=0.20'],
+      ['MACHINE_PRICES', 'small=0.0000001,medium=0.10,large=0.20'],
+      ['MACHINE_PRICES', 'small'],
+      ['METERING_INTERVAL', '10ms'],
+      ['METERING_INTERVAL', '2h'],
+      ['METERING_INTERVAL', '1m,2m'],
+      ['METERING_INTERVAL', 'often'],
+      ['WELCOME_CREDIT', '10 USD'],
+      ['WELCOME_CREDIT', '-1'],
+      ['LOW_BALANCE', '1,00'],
+      ['PAYMENT_PROVIDER', 'stripe'],
+    ] as const) {
+      assertRejects({ [variable]: value }, variable);
     }
   });
 

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { grantWelcomeCreditIfDue } from '../billing/welcome-credit.ts';
 import type { DB } from '../db/database.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { inTransaction, type Tx } from '../db/transaction.ts';
@@ -155,6 +156,7 @@ export async function confirmEmail(deps: Deps, token: string, ip: string): Promi
     const accountId = await consumeEmailToken(tx.db, hashToken(token), 'verify_email', now);
     if (accountId !== undefined) {
       await markEmailVerified(tx.db, accountId, now);
+      await grantWelcomeCreditIfDue(deps, tx, accountId);
       await announce(deps.signals, tx, `account:${accountId}`);
     }
     return accountId !== undefined;
@@ -206,6 +208,7 @@ export async function resetPassword(deps: Deps, input: { token: string; password
     if (accountId === undefined) return null;
     await updatePasswordHash(trx, accountId, passwordHash, now);
     await markEmailVerified(trx, accountId, now);
+    await grantWelcomeCreditIfDue(deps, tx, accountId);
     await announce(deps.signals, tx, `account:${accountId}`);
     await retireEmailTokens(trx, accountId, 'reset_password', now);
     await deleteSessionsOfAccount(trx, accountId);

@@ -63,6 +63,21 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'An account with this email address already exists.',
     fix: 'Sign in, or reset the password if it is forgotten.',
   },
+  payment_required: {
+    status: 402,
+    description: 'The balance is zero or below, so machines cannot be created, started or claimed (and running ones were stopped, reason `balance-empty`).',
+    fix: 'Add a card and confirm your email address to receive the welcome credit, or top up on the Billing page (`POST /api/billing/top-ups`).',
+  },
+  card_declined: {
+    status: 402,
+    description: 'The payment provider refused the card, or a charge to it. Nothing was saved or charged.',
+    fix: 'Use another card (`PUT /api/billing/payment-method`), then try again.',
+  },
+  payment_method_required: {
+    status: 409,
+    description: 'A top-up needs a saved card, and the account has none.',
+    fix: 'Add a card with `PUT /api/billing/payment-method`, then top up.',
+  },
   limit_reached: {
     status: 409,
     description: 'The account reached a limit, for example 10 event webhook endpoints.',

@@ -1,4 +1,5 @@
 import type { Updateable } from 'kysely';
+import { meterTransition } from '../billing/metering.ts';
 import type { Tx } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import { failPendingRuns } from './run-events.ts';
@@ -40,6 +41,10 @@ const SETTLED = { pending_action: null, pending_reason: null } as const;
 async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<MachinesTable>): Promise<MachineRow | null> {
   const now = deps.clock.now();
   if (!(await updateMachineIf(tx.db, row, changes, now))) return null;
+  // Running time is metered from the moment a machine becomes running until it leaves it, in this same transaction.
+  if (changes.status !== undefined && changes.status !== row.status) {
+    await meterTransition(deps, tx, row, row.status, changes.status as string, (changes.status_changed_at as number | undefined) ?? now);
+  }
   return { ...row, ...changes, version: row.version + 1, updated_at: now } as MachineRow;
 }
 

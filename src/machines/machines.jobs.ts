@@ -1,11 +1,12 @@
+import { balanceEmptyStopJob, balanceIsEmpty } from '../billing/enforcement.ts';
 import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { JobKind, Outcome } from '../jobs/job-kind.ts';
 import { SECOND } from '../shared/clock.ts';
 import { hostRetryDelay, machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
-import { finishPending } from './machine-actions.ts';
+import { finishPending, stopOrDestroy } from './machine-actions.ts';
 import { markError, markExpired, markRunning, markStopped, markStopping } from './machine-transitions.ts';
-import { findMachineById, toProviderMachine } from './machines.repository.ts';
+import { activeMachinesOf, findMachineById, toProviderMachine } from './machines.repository.ts';
 import { destroyMarked, refillPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
 import { executeRun } from './runs.service.ts';
@@ -23,6 +24,8 @@ const RUN_LEASE_MS = 30 * SECOND;
 const EXPIRY_WAIT_MS = 5 * SECOND;
 
 const DONE: Outcome = { status: 'done' };
+/** When a balance-empty stop lost a race with another change of a machine, how soon it looks again. */
+const BALANCE_STOP_RECHECK_MS = SECOND;
 
 /**
  * Asks the provider about a machine (boot finished? still up?) and applies
@@ -68,6 +71,25 @@ async function expireMachine(deps: Deps, provider: MachineProvider, machineId: s
   return DONE;
 }
 
+/**
+ * Billing found the account's balance empty: every starting or running
+ * machine stops through the usual stop path (`machine.stopped`, reason
+ * `balance-empty`). Nothing when the balance was topped up meanwhile.
+ */
+async function stopForEmptyBalance(deps: Deps, provider: MachineProvider, accountId: string): Promise<Outcome> {
+  if (!(await balanceIsEmpty(deps, accountId))) return DONE;
+  let failures = 0;
+  let changed = 0;
+  for (const machine of await activeMachinesOf(deps.db, accountId)) {
+    const outcome = await stopOrDestroy(deps, provider, machine, { action: 'stop', reason: 'balance-empty' });
+    if (outcome === null) changed++;
+    else if (!outcome.ok) failures++;
+  }
+  if (failures > 0) return { status: 'failed', error: `the host failed to stop ${failures} machine(s)` };
+  // A machine that changed meanwhile (its boot finished, say) is looked at again shortly.
+  return changed > 0 ? { status: 'later', at: deps.clock.now() + BALANCE_STOP_RECHECK_MS } : DONE;
+}
+
 /** Brings a pool to its count; boots the host refuses fail the attempt, to be retried. */
 async function refillPoolJob(deps: Deps, provider: MachineProvider, poolId: string): Promise<Outcome> {
   const refill = await inTransaction(deps.db, (tx) => refillPool(deps, provider, tx, poolId));
@@ -85,6 +107,7 @@ export function machineJobKinds(deps: Deps, provider: MachineProvider) {
   return [
     hostKind(machineCheckJob, ({ machineId }) => checkMachine(deps, provider, machineId)),
     hostKind(machineExpireJob, ({ machineId }) => expireMachine(deps, provider, machineId)),
+    hostKind(balanceEmptyStopJob, ({ accountId }) => stopForEmptyBalance(deps, provider, accountId)),
     hostKind(poolRefillJob, ({ poolId }) => refillPoolJob(deps, provider, poolId)),
     hostKind(scheduleTickJob, ({ scheduleId }) => fireSchedule(deps, provider, scheduleId)),
     {

@@ -106,3 +106,8 @@ export async function warmPoolMachines(db: Kysely<DB>, poolId: string, limit: nu
     .limit(limit)
     .execute();
 }
+
+/** The account's machines that are booting or running (pooled ones included): what an empty balance stops. */
+export async function activeMachinesOf(db: Kysely<DB>, accountId: string): Promise<MachineRow[]> {
+  return db.selectFrom('machines').selectAll().where('account_id', '=', accountId).where('status', 'in', ['starting', 'running']).orderBy('id').execute();
+}

@@ -1,3 +1,4 @@
+import { requireBalance } from '../billing/enforcement.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { invalidRequest } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
@@ -25,12 +26,13 @@ import type { MachineProvider } from './provider.ts';
  * `machine.created` follows when the boot completes (its check asks the
  * provider). The machine is recorded before the host is asked, so a host that
  * refuses the boot leaves it in `error` with `machine.error`, answered as such.
- * @throws AppError 400 bad fields, 404 unknown pool, 409 pool_empty.
+ * @throws AppError 400 bad fields, 402 payment_required on an empty balance, 404 unknown pool, 409 pool_empty.
  */
 export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
   const now = deps.clock.now();
   const fields = checkMachineFields(provider, input, now);
   if (input.pool !== undefined) return claimFromPool(deps, provider, accountId, input.pool, fields);
+  await requireBalance(deps, accountId);
   const mcpToken = generateToken('tmm_');
   const row: MachineRow = {
     id: newId('mch', now),
@@ -81,12 +83,13 @@ export async function listMachines(
 
 /**
  * Boots a stopped (or failed) machine; `machine.started` follows when the boot completes.
- * @throws AppError 404, 409 invalid_state when it is not stopped or error, or has expired; 502 provider_error when the host refuses (the machine is then in error).
+ * @throws AppError 404, 402 payment_required on an empty balance, 409 invalid_state when it is not stopped or error, or has expired; 502 provider_error when the host refuses (the machine is then in error).
  */
 export async function startMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
   const row = await getMachineRow(deps, accountId, id);
   if (row.status !== 'stopped' && row.status !== 'error') throw wrongStatus('be started', row.status);
   if (row.expired_at !== null) throw machineExpired();
+  await requireBalance(deps, accountId);
   const starting = await inTransaction(deps.db, (tx) => markStarting(deps, tx, row, deps.clock.now() + BOOT_CALL_GRACE_MS));
   if (starting === null) throw changedMeanwhile();
   const { machine, ok } = await bootStarting(deps, provider, starting);

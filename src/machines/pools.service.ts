@@ -1,4 +1,5 @@
 import { isUniqueViolation } from '../db/errors.ts';
+import { balanceIsEmpty, requireBalance } from '../billing/enforcement.ts';
 import { inTransaction, type Tx } from '../db/transaction.ts';
 import { invalidRequest } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
@@ -162,7 +163,9 @@ export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, 
   if (pool === undefined) return { surplus: [], bootFailures: 0 };
   const warm = await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES);
   let bootFailures = 0;
-  for (let i = warm.length; i < pool.count; i++) {
+  // No new warm machines on an empty balance (they would be stopped at once); the pool fills again at its next refill.
+  const unpaid = warm.length < pool.count && (await balanceIsEmpty(deps, pool.account_id, tx.db));
+  for (let i = unpaid ? pool.count : warm.length; i < pool.count; i++) {
     const booted = await newPoolMachine(deps, provider, pool);
     if (booted === null) {
       bootFailures++;
@@ -224,6 +227,7 @@ export async function claimFromPool(
 ): Promise<MachineWithToken> {
   const pool = await findPoolByRef(deps.db, accountId, poolRef);
   if (pool === undefined) throw poolNotFound();
+  await requireBalance(deps, accountId);
   if (fields.size !== undefined && fields.size !== pool.size) {
     throw invalidRequest(`size must be the pool's size (${pool.size}) or left out.`);
   }

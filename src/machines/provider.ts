@@ -17,7 +17,7 @@ export interface ProviderMachine {
 export type Observation =
   | { status: 'running' }
   | { status: 'error'; reason: 'boot-failure' | 'crash'; message: string }
-  | { status: 'stopped'; reason: 'platform' | 'balance-empty' };
+  | { status: 'stopped'; reason: 'platform' };
 
 export interface CommandResult {
   exitCode: number;

@@ -1,4 +1,5 @@
 import { inTransaction, type Tx } from '../db/transaction.ts';
+import { balanceIsEmpty } from '../billing/enforcement.ts';
 import { forbidden } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
@@ -64,7 +65,8 @@ export async function queueRun(
   }
   if (machine.status === 'starting') return run;
   const bootable = (machine.status === 'stopped' || machine.status === 'error') && machine.expired_at === null;
-  if (bootable && request.source !== 'manual') {
+  const unpaid = bootable && request.source !== 'manual' && (await balanceIsEmpty(deps, machine.account_id, tx.db));
+  if (bootable && request.source !== 'manual' && !unpaid) {
     const starting = await markStarting(deps, tx, machine, now + BOOT_CALL_GRACE_MS);
     if (starting !== null) {
       // A refused boot puts the machine in error, which fails this run with it.
@@ -72,7 +74,7 @@ export async function queueRun(
       return (await findRunById(tx.db, run.id))!;
     }
   }
-  const why = machine.expired_at !== null ? 'has expired' : `is ${machine.status}`;
+  const why = unpaid ? `is ${machine.status} and the balance is empty` : machine.expired_at !== null ? 'has expired' : `is ${machine.status}`;
   await completeRun(deps, tx, run, 'pending', machine, { exitCode: null, output: `The machine ${why}; the run could not start.` });
   return (await findRunById(tx.db, run.id))!;
 }

@@ -8,8 +8,9 @@ import type { CommandResult, MachineProvider, Observation, ProviderMachine } fro
  * `simulate=<behaviour>` labels make every event reachable through the public API:
  * - `boot-failure`: the boot fails (`machine.error`);
  * - `crash`: the machine runs for one boot time, then fails (`machine.error`);
- * - `platform-stop`, `balance-empty`: it runs for one boot time, then the host
- *   stops it (`machine.stopped` with that reason).
+ * - `platform-stop`: it runs for one boot time, then the host stops it
+ *   (`machine.stopped` with reason `platform`).
+ * (`balance-empty` is billing's to decide: src/billing/.)
  */
 export const SIMULATE_LABEL = 'simulate';
 
@@ -18,7 +19,6 @@ const SIZES = ['small', 'medium', 'large'] as const;
 const AFTER_BOOT: Record<string, Observation> = {
   crash: { status: 'error', reason: 'crash', message: 'The machine crashed.' },
   'platform-stop': { status: 'stopped', reason: 'platform' },
-  'balance-empty': { status: 'stopped', reason: 'balance-empty' },
 };
 
 /** `exit N` at the end of a command line, after a separator or at its start. */

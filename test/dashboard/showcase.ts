@@ -52,6 +52,9 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
     await receiver.close();
   }
 
+  // A card and a top-up for the Billing page (the address stays unconfirmed: the welcome-credit checklist shows).
+  await live.app.inject({ method: 'PUT', url: '/api/billing/payment-method', headers: asSession(user.session, live.baseUrl), payload: { number: '5555555555554444', expMonth: 8, expYear: 2031, cvc: '737' } });
+  await call('POST', '/api/billing/top-ups', { amount: '125.50' });
   const expiresAt = new Date(live.clock.now() + 3 * 24 * 3600_000).toISOString();
   await call('POST', '/api/machines', { name: 'research-agent-with-a-rather-long-name-for-layout', externalId: 'build-4821-nightly-eu-west', labels: { team: 'research', env: 'staging', owner: 'ada' }, expiresAt });
   const stopped = await call('POST', '/api/machines', { name: 'support-triage' });
@@ -68,6 +71,6 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
     user,
     endpointId,
     guestPaths: ['/sign-in', '/sign-up', '/forgot-password', '/reset-password?token=not-a-real-token', '/verify-email?token=not-a-real-token', '/no-such-page', '/docs/errors'],
-    userPaths: ['/machines', '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys'],
+    userPaths: ['/machines', '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys', '/billing'],
   };
 }

@@ -231,7 +231,7 @@ describe('machines', () => {
     assert.deepEqual(rest, []);
   });
 
-  test('the host stops or crashes running machines: reasons platform and balance-empty, machine.error crash', async () => {
+  test('the host stops or crashes running machines: reason platform, machine.error crash; the label simulate=balance-empty is gone (billing decides that reason)', async () => {
     const platform = await createMachine(owner, { name: 'evicted', labels: { simulate: 'platform-stop' } });
     const broke = await createMachine(owner, { name: 'broke', labels: { simulate: 'balance-empty' } });
     const crash = await createMachine(owner, { name: 'crashy', labels: { simulate: 'crash' } });
@@ -249,9 +249,9 @@ describe('machines', () => {
     const fresh = await events();
     const byMachine = (id: string) => fresh.find((e) => (e.data.machine as { id: string }).id === id);
     assertMachineEvent(byMachine(platform.id), 'machine.stopped', platform, 'stopped', { reason: 'platform' }, ctx.clock.now());
-    assertMachineEvent(byMachine(broke.id), 'machine.stopped', broke, 'stopped', { reason: 'balance-empty' }, ctx.clock.now());
     assertMachineEvent(byMachine(crash.id), 'machine.error', crash, 'error', { reason: 'crash', message: 'The machine crashed.' }, ctx.clock.now());
-    assert.equal(fresh.length, 3);
+    assert.equal(byMachine(broke.id), undefined, 'a simulate=balance-empty label no longer stops a machine');
+    assert.equal(fresh.length, 2);
     await finishBoot(ctx);
     assert.deepEqual(await events(), [], 'each happens once');
   });

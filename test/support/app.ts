@@ -57,6 +57,8 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestC
       MAIL_DIR: mailDir,
       LOG_LEVEL: options.logs ? 'info' : 'silent',
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
+      // Machines are free in tests that are not about billing (CONTRACT 12: BILLING=off); billing's own tests turn it on.
+      BILLING: 'off',
       ...options.env,
     }),
     passwordHashCost: options.passwordHashCost ?? FAST_HASH,

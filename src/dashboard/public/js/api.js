@@ -21,15 +21,16 @@ export class ApiError extends Error {
 export const SESSION_ENDED = 'dashboard:session-ended';
 
 /**
- * @param {'GET' | 'POST' | 'PATCH' | 'DELETE'} method
+ * @param {'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'} method
  * @param {string} path  starts with /api/
  * @param {unknown} [body]  sent as JSON when given
+ * @param {Record<string, string>} [extraHeaders]  e.g. an Idempotency-Key
  * @returns {Promise<any>} the parsed JSON body, or null for 204
  * @throws {ApiError} on any non-2xx answer or a network failure
  */
-export async function api(method, path, body) {
+export async function api(method, path, body, extraHeaders = {}) {
   /** @type {Record<string, string>} */
-  const headers = { accept: 'application/json' };
+  const headers = { ...extraHeaders, accept: 'application/json' };
   /** @type {RequestInit} */
   const init = { method, headers, credentials: 'same-origin', cache: 'no-store' };
   if (body !== undefined) {

@@ -10,6 +10,7 @@ import { toast } from './toast.js';
 const NAV = [
   { href: '/machines', label: 'Machines' },
   { href: '/event-webhooks', label: 'Event webhooks' },
+  { href: '/billing', label: 'Billing' },
   { href: '/account', label: 'Account' },
 ];
 
@@ -46,6 +47,7 @@ export function appLayout({ account, path, main, onSignOut }) {
           signOut))),
     // On /account the Profile card offers the same button beside the address: one is enough.
     account.emailVerified ? null : confirmationBanner(account, path !== '/account'),
+    balanceBanner(),
     main,
   ];
 }
@@ -74,6 +76,27 @@ function confirmationBanner(account, withResend) {
   });
   return h('div', { class: 'banner', role: 'region', 'aria-label': 'Email confirmation', id: 'confirmation-banner' },
     h('div', { class: 'banner__inner' }, text, withResend ? resend : null));
+}
+
+/**
+ * Shown on every page when the balance is low or empty (and billing is on):
+ * drawn once the balance is known, nothing until then.
+ */
+function balanceBanner() {
+  const slot = h('div', { hidden: true });
+  Promise.all([api('GET', '/api/billing'), api('GET', '/api/billing/settings')]).then(([billing, settings]) => {
+    if (!settings.enabled) return;
+    const balance = Number(billing.balance);
+    const link = h('a', { href: '/billing' }, 'Go to Billing');
+    let text;
+    if (balance <= 0) text = [h('strong', null, 'Your balance is empty. '), 'Machines cannot be created or started, and running ones were stopped. Top up or get the welcome credit. '];
+    else if (balance < Number(settings.lowBalance)) text = [h('strong', null, 'Your balance is low. '), 'Running machines stop when it reaches zero. '];
+    else return;
+    replace(slot, h('div', { class: 'banner banner--billing', role: 'region', 'aria-label': 'Balance', id: 'balance-banner' },
+      h('div', { class: 'banner__inner' }, h('span', { class: 'banner__text' }, ...text, link))));
+    slot.hidden = false;
+  }, () => {});
+  return slot;
 }
 
 /** @param {HTMLElement} main */

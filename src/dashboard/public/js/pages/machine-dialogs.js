@@ -103,6 +103,12 @@ export function openCreateDialog(refresh) {
   const name = field({ label: 'Name', name: 'name', required: true, maxlength: 100, placeholder: 'e.g. research-agent-1' });
   name.input.setAttribute('data-autofocus', '');
   const size = field({ label: 'Size', name: 'size', optional: true, maxlength: 50, hint: 'Leave empty for the default size.' });
+  // The price per hour of each size, as billing charges it.
+  api('GET', '/api/billing').then((billing) => {
+    const hint = size.wrapper.querySelector('.field__hint');
+    const price = (/** @type {string} */ amount) => `$${amount.replace(/0{1,4}$/, '')}/h`;
+    if (hint) hint.textContent = `small ${price(billing.prices.small)}, medium ${price(billing.prices.medium)}, large ${price(billing.prices.large)} while running. Leave empty for small.`;
+  }, () => {});
   const externalId = field({ label: 'External ID', name: 'externalId', optional: true, maxlength: 200, hint: 'Your own reference, repeated in events.' });
   const labels = field({ label: 'Labels', name: 'labels', optional: true, multiline: true, mono: true, placeholder: 'team=research\nenv=staging', hint: 'One key=value per line.' });
   const expiresAt = field({ label: 'Expires at', name: 'expiresAt', type: 'datetime-local', optional: true, hint: 'In your local time.' });

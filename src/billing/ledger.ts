@@ -1,0 +1,73 @@
+import type { Tx } from '../db/transaction.ts';
+import type { Deps } from '../deps.ts';
+import { newId } from '../shared/ids.ts';
+import { balanceEmptyMailJob, lowBalanceMailJob } from './billing.job-types.ts';
+import { insertLedgerEntries, updateBalances, type BillingAccountRow, type LedgerRow } from './billing.repository.ts';
+import type { LedgerKind } from './billing.tables.ts';
+import { balanceEmptyStopJob } from './enforcement.ts';
+import { formatMicros } from './money.ts';
+
+export interface NewEntry {
+  kind: LedgerKind;
+  amount: number;
+  machineId?: string;
+  periodStart?: number;
+  periodEnd?: number;
+}
+
+/**
+ * Appends entries to accounts' ledgers and moves their balances by the same
+ * amounts, in the caller's transaction, under the accounts' billing locks
+ * (the rows given are the locked ones, and are updated in place). What a
+ * balance crossing calls for (the low-balance or empty mail, the stop of the
+ * account's machines) is enqueued in the same transaction.
+ * Answers the entries written, in order.
+ */
+export async function appendEntries(deps: Deps, tx: Tx, batch: ReadonlyArray<{ account: BillingAccountRow; entries: readonly NewEntry[] }>, now: number): Promise<LedgerRow[]> {
+  const rows: LedgerRow[] = [];
+  const balances: Array<{ account_id: string; balance_micros: number; updated_at: number }> = [];
+  const crossings: Array<{ accountId: string; before: number; after: number }> = [];
+  for (const { account, entries } of batch) {
+    if (entries.length === 0) continue;
+    const before = account.balance_micros;
+    let balance = before;
+    for (const entry of entries) {
+      balance += entry.amount;
+      rows.push({
+        id: newId('txn', now),
+        account_id: account.account_id,
+        kind: entry.kind,
+        amount_micros: entry.amount,
+        balance_after_micros: balance,
+        machine_id: entry.machineId ?? null,
+        period_start: entry.periodStart ?? null,
+        period_end: entry.periodEnd ?? null,
+        created_at: now,
+      });
+    }
+    account.balance_micros = balance;
+    account.updated_at = now;
+    balances.push({ account_id: account.account_id, balance_micros: balance, updated_at: now });
+    crossings.push({ accountId: account.account_id, before, after: balance });
+  }
+  await insertLedgerEntries(tx.db, rows);
+  await updateBalances(tx.db, balances);
+  for (const crossing of crossings) await onBalanceChange(deps, tx, crossing.accountId, crossing.before, crossing.after);
+  return rows;
+}
+
+/** A mail once per crossing: down through LOW_BALANCE, or down to zero (which also stops the account's machines). */
+async function onBalanceChange(deps: Deps, tx: Tx, accountId: string, before: number, after: number): Promise<void> {
+  if (!deps.config.billing.enabled) return;
+  if (before > 0 && after <= 0) {
+    await deps.jobs.enqueue(tx, balanceEmptyMailJob, [{ payload: { accountId, balance: formatMicros(after) } }]);
+    await stopMachinesOf(deps, tx, accountId);
+  } else if (before >= deps.config.billing.lowBalanceMicros && after < deps.config.billing.lowBalanceMicros) {
+    await deps.jobs.enqueue(tx, lowBalanceMailJob, [{ payload: { accountId, balance: formatMicros(after) } }]);
+  }
+}
+
+/** The account's starting and running machines are to stop (reason balance-empty): one job per account, done by the machines domain. */
+export async function stopMachinesOf(deps: Deps, tx: Tx, accountId: string): Promise<void> {
+  await deps.jobs.schedule(tx, balanceEmptyStopJob, accountId, { accountId }, deps.clock.now());
+}

@@ -1,0 +1,154 @@
+import { dialectOf } from '../db/connect.ts';
+import { inTransaction, type Tx } from '../db/transaction.ts';
+import type { Deps } from '../deps.ts';
+import {
+  accountsWithUnmeteredTime,
+  findMeter,
+  lockBillingAccount,
+  lockBillingAccounts,
+  runningMetersOf,
+  updateMeters,
+  upsertMeter,
+  type BillingAccountRow,
+  type MeterRow,
+} from './billing.repository.ts';
+import { appendEntries, stopMachinesOf, type NewEntry } from './ledger.ts';
+import { costOf } from './money.ts';
+
+/**
+ * Metering of `running` time (CONTRACT 12), exact over a machine's life.
+ *
+ * Each machine has a meter whose watermark `metered_until` says up to when
+ * its running time is charged. A charge moves the watermark to now, adds the
+ * time to the machine's total, and appends the difference between the total's
+ * cost (rounded up once) and what was charged before: all in one transaction
+ * with the ledger entry and the balance, under the account's billing lock.
+ * A process killed before its commit leaves the watermark where it was, so
+ * the next charge covers that time; two processes charging the same machine
+ * apply one after the other, and the second finds the watermark moved.
+ */
+
+/** The machine as metering needs it (the machines domain's row fits). */
+export interface MeteredMachine {
+  id: string;
+  account_id: string;
+  name: string;
+  size: string;
+}
+
+/** How many accounts one transaction of a metering pass charges. */
+const ACCOUNTS_PER_TRANSACTION = 250;
+/** On PostgreSQL, how many of those transactions run at once (each on a connection of its own). */
+const PARALLEL_TRANSACTIONS = 3;
+
+function priceOf(deps: Deps, size: string): number {
+  return deps.config.billing.pricesMicrosPerHour[size] ?? 0;
+}
+
+type MeterUpdate = Pick<MeterRow, 'machine_id' | 'metered_until' | 'metered_ms' | 'charged_micros' | 'updated_at'>;
+
+/**
+ * The charge of a running meter up to `now`: null when nothing is due yet
+ * (the watermark then stays, so the time is charged with the next one).
+ * `closing`: the machine leaves `running`; its watermark is cleared.
+ */
+export function chargeUpTo(meter: MeterRow, now: number, closing: boolean): { update: MeterUpdate; entry: NewEntry | null } | null {
+  const from = meter.metered_until!;
+  const totalMs = meter.metered_ms + Math.max(0, now - from);
+  const total = costOf(totalMs, meter.price_micros);
+  const amount = total - meter.charged_micros;
+  if (amount <= 0 && !closing) return null;
+  return {
+    update: { machine_id: meter.machine_id, metered_until: closing ? null : Math.max(now, from), metered_ms: totalMs, charged_micros: total, updated_at: now },
+    entry: amount > 0 ? { kind: 'usage', amount: -amount, machineId: meter.machine_id, periodStart: from, periodEnd: Math.max(now, from) } : null,
+  };
+}
+
+/**
+ * A machine's change of state at `at` (the time the change records), in the
+ * transaction of the change (the machines domain calls it from its one
+ * compare-and-set): becoming `running` starts its meter, leaving `running`
+ * charges the rest of its time and stops the meter.
+ */
+export async function meterTransition(deps: Deps, tx: Tx, machine: MeteredMachine, from: string, to: string, at: number): Promise<void> {
+  if (!deps.config.billing.enabled) return;
+  const wasRunning = from === 'running';
+  const isRunning = to === 'running';
+  if (wasRunning === isRunning) return;
+  const now = at;
+  const account = await lockBillingAccount(tx.db, machine.account_id, now);
+  const meter = await findMeter(tx.db, machine.id);
+  if (isRunning) {
+    if (meter !== undefined && meter.metered_until !== null) return;
+    const price = priceOf(deps, machine.size);
+    // Totals carry over between runs at one price (rounded once over the machine's life); a new price starts new totals.
+    const carried = meter !== undefined && meter.price_micros === price;
+    await upsertMeter(tx.db, {
+      machine_id: machine.id,
+      account_id: machine.account_id,
+      name: machine.name,
+      size: machine.size,
+      price_micros: price,
+      metered_until: now,
+      metered_ms: carried ? meter.metered_ms : 0,
+      charged_micros: carried ? meter.charged_micros : 0,
+      updated_at: now,
+    });
+    // Booted while the balance ran out: it stops again within the metering interval at the latest, here at once.
+    if (account.balance_micros <= 0) await stopMachinesOf(deps, tx, machine.account_id);
+    return;
+  }
+  if (meter === undefined || meter.metered_until === null) return;
+  const charge = chargeUpTo(meter, now, true)!;
+  await updateMeters(tx.db, [charge.update]);
+  if (charge.entry !== null) await appendEntries(deps, tx, [{ account, entries: [charge.entry] }], now);
+}
+
+/** Charges the running meters of these accounts up to `now`, in one transaction. */
+async function chargeAccounts(deps: Deps, tx: Tx, accountIds: readonly string[], now: number): Promise<number> {
+  const accounts = await lockBillingAccounts(tx.db, accountIds);
+  const meters = await runningMetersOf(tx.db, accountIds);
+  const byAccount = new Map<string, { account: BillingAccountRow; entries: NewEntry[]; running: boolean }>();
+  for (const account of accounts) byAccount.set(account.account_id, { account, entries: [], running: false });
+  const updates: MeterUpdate[] = [];
+  for (const meter of meters) {
+    const slot = byAccount.get(meter.account_id);
+    if (slot === undefined) continue;
+    slot.running = true;
+    const charge = chargeUpTo(meter, now, false);
+    if (charge === null) continue;
+    updates.push(charge.update);
+    if (charge.entry !== null) slot.entries.push(charge.entry);
+  }
+  await updateMeters(tx.db, updates);
+  const batch = [...byAccount.values()];
+  await appendEntries(deps, tx, batch, now);
+  // Still running on an empty balance (a stop failed, or a boot raced the last charge): stop them again.
+  for (const { account, running } of batch) if (running && account.balance_micros <= 0) await stopMachinesOf(deps, tx, account.account_id);
+  return updates.length;
+}
+
+/**
+ * One metering pass: every running machine charged up to `now`, a few hundred
+ * accounts per transaction. Answers how many meters were charged.
+ */
+export async function meteringPass(deps: Deps, now: number): Promise<number> {
+  const accountIds = await accountsWithUnmeteredTime(deps.db, now);
+  accountIds.sort();
+  const chunks: string[][] = [];
+  for (let i = 0; i < accountIds.length; i += ACCOUNTS_PER_TRANSACTION) chunks.push(accountIds.slice(i, i + ACCOUNTS_PER_TRANSACTION));
+  // PostgreSQL charges disjoint sets of accounts side by side, on as many connections; SQLite has one writer.
+  const lanes = dialectOf(deps.db) === 'postgres' ? PARALLEL_TRANSACTIONS : 1;
+  let charged = 0;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(lanes, chunks.length) }, async () => {
+      while (next < chunks.length) {
+        const chunk = chunks[next++]!;
+        const count = await inTransaction(deps.db, (tx) => chargeAccounts(deps, tx, chunk, now));
+        charged += count;
+      }
+    }),
+  );
+  return charged;
+}

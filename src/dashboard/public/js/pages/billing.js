@@ -1,0 +1,213 @@
+// Billing: the balance, the welcome-credit checklist, the card (test mode),
+// top-ups, the transactions and the usage by machine.
+import { api, listAll, messageOf } from '../api.js';
+import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
+import { formatDate, timeElement } from '../format.js';
+import { field, simpleForm } from '../forms.js';
+import { card, pageHeader } from '../layout.js';
+import { toast } from '../toast.js';
+
+/** @typedef {import('../routes.js').PageContext} PageContext */
+/**
+ * @typedef {object} Billing
+ * @property {string} balance
+ * @property {string} currency
+ * @property {{ small: string, medium: string, large: string }} prices
+ * @property {{ brand: string, last4: string, expMonth: number, expYear: number, createdAt: string } | null} paymentMethod
+ * @property {{ amount: string, grantedAt: string | null, missing: string[] }} welcomeCredit
+ */
+/** @typedef {{ enabled: boolean, lowBalance: string, testMode: boolean }} BillingSettings */
+
+/** "10.000000" → "$10.00"; amounts under a cent keep their digits ("$0.013889"). @param {string} amount */
+export function usd(amount) {
+  const negative = amount.startsWith('-');
+  const [whole = '0', fraction = '000000'] = amount.replace('-', '').split('.');
+  const trimmed = fraction.replace(/0+$/, '');
+  const digits = trimmed.length <= 2 ? fraction.slice(0, 2) : trimmed;
+  return `${negative ? '−' : ''}$${Number(whole).toLocaleString('en-US')}.${digits}`;
+}
+
+/** @param {string} amount */
+const isEmpty = (amount) => amount.startsWith('-') || Number(amount) === 0;
+
+const KIND_LABELS = { welcome_credit: 'Welcome credit', top_up: 'Top-up', usage: 'Machine time' };
+
+/** @param {number} seconds */
+function duration(seconds) {
+  const whole = Math.round(seconds);
+  const hours = Math.floor(whole / 3600);
+  const minutes = Math.floor((whole % 3600) / 60);
+  const rest = whole % 60;
+  if (hours > 0) return `${hours} h ${minutes} min`;
+  if (minutes > 0) return `${minutes} min ${rest} s`;
+  return `${rest} s`;
+}
+
+/** @param {PageContext} context */
+export function billingPage({ account }) {
+  const summary = h('div', null, loading('Loading billing…'));
+  const cardSlot = h('div', null, loading('Loading the card…'));
+  const transactions = h('div', null, loading('Loading transactions…'));
+  const usage = h('div', null, loading('Loading usage…'));
+
+  async function refresh() {
+    try {
+      /** @type {[Billing, BillingSettings]} */
+      const [billing, settings] = await Promise.all([api('GET', '/api/billing'), api('GET', '/api/billing/settings')]);
+      replace(summary, ...summaryContent(billing, settings, Boolean(account?.emailVerified)));
+      replace(cardSlot, ...cardContent(billing, settings, refresh));
+    } catch (error) {
+      replace(summary, alertBox('error', messageOf(error)));
+      replace(cardSlot);
+    }
+    try {
+      const items = await listAll('/api/billing/transactions', 2);
+      replace(transactions, items.length === 0
+        ? h('div', { class: 'empty' }, h('h3', null, 'No transactions yet'), h('p', null, 'The welcome credit, top-ups and machine time appear here.'))
+        : table('Transactions', ['Transaction', 'Amount', 'Balance after', 'Date'], items.map(transactionRow)));
+    } catch (error) {
+      replace(transactions, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
+    }
+    try {
+      /** @type {{ total: string, machines: Array<{ machineId: string, name: string | null, size: string | null, seconds: number, amount: string }> }} */
+      const answer = await api('GET', '/api/billing/usage');
+      replace(usage, answer.machines.length === 0
+        ? h('div', { class: 'empty' }, h('h3', null, 'No machine time in the last 30 days'), h('p', null, 'Running machines are charged per second.'))
+        : [
+            table('Usage by machine', ['Machine', 'Running time', 'Amount'], answer.machines.map((machine) =>
+              h('tr', { dataset: { machineId: machine.machineId } },
+                h('td', { class: 'table__main' },
+                  h('div', { class: 'table__primary' }, machine.name ?? machine.machineId, ' ', machine.size ? h('span', { class: 'badge badge--neutral badge--plain' }, machine.size) : null),
+                  h('div', { class: 'table__secondary mono' }, machine.machineId)),
+                cell('Running time', duration(machine.seconds)),
+                cell('Amount', usd(machine.amount))))),
+            h('div', { class: 'card__footer' }, h('span', null, 'Total: ', h('strong', { 'data-usage-total': '' }, usd(answer.total)))),
+          ]);
+    } catch (error) {
+      replace(usage, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
+    }
+  }
+
+  refresh();
+  return [
+    pageHeader({ title: 'Billing', description: 'Machine time is metered per second while machines run, and paid from your balance.' }),
+    h('div', { class: 'stack' },
+      card({ title: 'Balance', id: 'balance' }, summary),
+      card({ title: 'Card and top-up', id: 'card' }, cardSlot),
+      card({ title: 'Usage by machine', id: 'usage', flush: true, description: 'The last 30 days.' }, usage),
+      card({ title: 'Transactions', id: 'transactions', flush: true }, transactions)),
+  ];
+}
+
+/**
+ * @param {Billing} billing
+ * @param {BillingSettings} settings
+ * @param {boolean} emailConfirmed
+ */
+function summaryContent(billing, settings, emailConfirmed) {
+  const { welcomeCredit, prices } = billing;
+  /** @param {boolean} done @param {string} text */
+  const step = (done, text) => h('li', { class: done ? 'checklist__done' : undefined }, badge(done ? 'Done' : 'To do', done ? 'success' : 'neutral'), ' ', text);
+  const empty = isEmpty(billing.balance);
+  return [
+    settings.enabled ? null : alertBox('info', 'Billing is off on this service: machines are free.'),
+    h('dl', { class: 'kv' },
+      h('dt', null, 'Balance'), h('dd', null, h('strong', { class: 'balance', 'data-balance': billing.balance }, usd(billing.balance)),
+        settings.enabled && empty ? badge('Empty', 'danger') : settings.enabled && Number(billing.balance) < Number(settings.lowBalance) ? badge('Low', 'warning') : null),
+      h('dt', null, 'Prices per hour'), h('dd', null, `small ${usd(prices.small)} · medium ${usd(prices.medium)} · large ${usd(prices.large)}`)),
+    welcomeCredit.grantedAt
+      ? alertBox('success', `Your welcome credit of ${usd(welcomeCredit.amount)} arrived ${formatDate(welcomeCredit.grantedAt)}.`, { 'data-welcome': 'granted' })
+      : h('div', { class: 'mt-3', 'data-welcome': 'pending' },
+          h('p', null, `Get a welcome credit of ${usd(welcomeCredit.amount)}: `),
+          h('ul', { class: 'checklist', 'aria-label': 'Welcome credit checklist' },
+            step(emailConfirmed || !welcomeCredit.missing.includes('email_confirmation'), 'Confirm your email address'),
+            step(!welcomeCredit.missing.includes('payment_method'), 'Add a card'))),
+    settings.enabled && empty ? h('p', { class: 'mt-3' }, 'Machines can run once the balance is above zero: finish the checklist for the welcome credit, or top up.') : null,
+  ];
+}
+
+/**
+ * @param {Billing} billing
+ * @param {BillingSettings} settings
+ * @param {() => Promise<void>} refresh
+ */
+function cardContent(billing, settings, refresh) {
+  const saved = billing.paymentMethod;
+  const remove = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small btn--danger-outline' }, 'Remove card'));
+  remove.addEventListener('click', async () => {
+    remove.disabled = true;
+    try {
+      await api('DELETE', '/api/billing/payment-method');
+      toast('Card removed.');
+      await refresh();
+    } catch (error) {
+      remove.disabled = false;
+      toast(messageOf(error), 'error');
+    }
+  });
+
+  const number = field({ label: 'Card number', name: 'number', autocomplete: 'cc-number', inputmode: 'numeric', required: true, maxlength: 23, mono: true, placeholder: '4242 4242 4242 4242' });
+  const month = field({ label: 'Expiry month', name: 'expMonth', autocomplete: 'cc-exp-month', inputmode: 'numeric', required: true, maxlength: 2, placeholder: 'MM' });
+  const year = field({ label: 'Expiry year', name: 'expYear', autocomplete: 'cc-exp-year', inputmode: 'numeric', required: true, maxlength: 4, minlength: 4, placeholder: 'YYYY' });
+  const cvc = field({ label: 'CVC', name: 'cvc', autocomplete: 'cc-csc', inputmode: 'numeric', required: true, maxlength: 4, minlength: 3, placeholder: '123' });
+  const { form } = simpleForm({
+    label: saved ? 'Replace card' : 'Add card',
+    fields: [
+      settings.testMode
+        ? alertBox('info', h('span', null, h('strong', null, 'Test mode: '), 'no real card is charged. Use 4242 4242 4242 4242 (Visa) or 5555 5555 5555 4444 (Mastercard) with any future expiry and any 3-digit CVC.'), { 'data-test-mode': '' })
+        : null,
+      number.wrapper,
+      h('div', { class: 'form-row' }, month.wrapper, year.wrapper),
+      cvc.wrapper,
+    ],
+    submitLabel: saved ? 'Replace card' : 'Save card',
+    onSubmit: async () => {
+      const body = { number: number.input.value.replace(/[\s-]/g, ''), expMonth: Number(month.input.value), expYear: Number(year.input.value), cvc: cvc.input.value.trim() };
+      const result = await api('PUT', '/api/billing/payment-method', body);
+      // The number and cvc leave the page with the form.
+      form.reset();
+      toast(`${result.brand === 'mastercard' ? 'Mastercard' : result.brand === 'visa' ? 'Visa' : 'Card'} ending ${result.last4} saved.`);
+      await refresh();
+    },
+  });
+
+  // One key per top-up the person means: a retried submit (a lost answer) charges once.
+  let idempotencyKey = crypto.randomUUID();
+  const amount = field({ label: 'Amount (USD)', name: 'amount', inputmode: 'decimal', required: true, placeholder: '20.00', hint: 'From $5.00 to $1,000.00, charged to your card.' });
+  amount.input.addEventListener('input', () => (idempotencyKey = crypto.randomUUID()));
+  const topUp = simpleForm({
+    label: 'Top up',
+    fields: [amount.wrapper],
+    submitLabel: 'Top up',
+    onSubmit: async () => {
+      const result = await api('POST', '/api/billing/top-ups', { amount: amount.input.value.trim() }, { 'idempotency-key': idempotencyKey });
+      idempotencyKey = crypto.randomUUID();
+      amount.input.value = '';
+      toast(`${usd(result.amount)} added. Your balance is ${usd(result.balanceAfter)}.`);
+      await refresh();
+    },
+  });
+
+  return [
+    saved
+      ? h('div', { class: 'actions', 'data-card': saved.last4 },
+          h('span', null, h('strong', null, `${saved.brand === 'mastercard' ? 'Mastercard' : saved.brand === 'visa' ? 'Visa' : 'Card'} •••• ${saved.last4}`), ` · expires ${String(saved.expMonth).padStart(2, '0')}/${saved.expYear}`),
+          remove)
+      : h('p', null, 'No card saved yet.'),
+    h('div', { class: 'split mt-3' },
+      h('div', null, h('h3', null, saved ? 'Replace the card' : 'Add a card'), form),
+      h('div', null, h('h3', null, 'Top up'), saved ? topUp.form : h('p', null, 'Add a card to top up.'))),
+  ];
+}
+
+/** @param {{ id: string, kind: string, amount: string, balanceAfter: string, machineId: string | null, createdAt: string }} txn */
+function transactionRow(txn) {
+  const label = KIND_LABELS[/** @type {keyof typeof KIND_LABELS} */ (txn.kind)] ?? txn.kind;
+  return h('tr', { dataset: { transactionId: txn.id, kind: txn.kind } },
+    h('td', { class: 'table__main' },
+      h('div', { class: 'table__primary' }, label),
+      txn.machineId ? h('div', { class: 'table__secondary mono' }, txn.machineId) : null),
+    cell('Amount', usd(txn.amount)),
+    cell('Balance after', usd(txn.balanceAfter)),
+    cell('Date', timeElement(txn.createdAt)));
+}

@@ -1,0 +1,138 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { asSession, registerUser, settled as jobsSettled, type TestUser } from '../support/app.ts';
+import { eventually, launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import { linkIn } from '../support/mail.ts';
+import { BOOT_MS } from '../support/machines.ts';
+import { layoutProblems, settled } from './page-audits.ts';
+
+/**
+ * Issue 11's dashboard journey, in Chromium: the Billing page shows what the
+ * welcome credit waits for; a card is added in the test-mode form; confirming
+ * the address brings the credit; a top-up; a machine's time in the usage
+ * list; the banner when the balance runs low. At 375 px too.
+ */
+describe('dashboard in Chromium: billing', () => {
+  let live: LiveApp;
+  let browser: Browser;
+  let user: TestUser;
+  let page: Page;
+  let problems: string[];
+
+  before(async () => {
+    live = await startLiveApp({ env: { BILLING: 'on', MACHINE_BOOT_MS: String(BOOT_MS), MACHINE_PRICES: 'small=0.05,medium=0.10,large=36' } });
+    browser = await launchBrowser();
+    user = await registerUser(live, { email: 'billing-journey@example.com' });
+    const context = await newContext(browser);
+    await useSession(context, live, user.session);
+    page = await context.newPage();
+    problems = watchConsole(page);
+  });
+  after(async () => {
+    await browser?.close();
+    await live?.close();
+  });
+
+  const call = (method: 'GET' | 'POST', url: string, payload?: object) =>
+    live.app.inject({ method, url, headers: asSession(user.session, live.baseUrl), ...(payload ? { payload } : {}) });
+  const balanceText = () => page.locator('[data-balance]').textContent();
+
+  test('the checklist, adding a card in test mode, the welcome credit after confirmation, a top-up', async () => {
+    await page.goto(`${live.baseUrl}/billing`);
+    await page.getByRole('heading', { name: 'Billing', level: 1 }).waitFor();
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Billing', exact: true }).waitFor();
+    assert.equal(await balanceText(), '$0.00');
+    const checklist = page.getByRole('list', { name: 'Welcome credit checklist' });
+    assert.deepEqual(await checklist.locator('li').allTextContents(), ['To do Confirm your email address', 'To do Add a card']);
+    await page.locator('[data-test-mode]').getByText('Test mode:').waitFor();
+    await page.getByRole('region', { name: 'Balance' }).getByText('Your balance is empty.').waitFor();
+
+    // A declined card: the form says so, nothing is saved.
+    const form = page.getByRole('form', { name: 'Add card' });
+    await form.getByLabel('Card number').fill('4000 0000 0000 0002');
+    await form.getByLabel('Expiry month').fill('12');
+    await form.getByLabel('Expiry year').fill('2030');
+    await form.getByLabel('CVC').fill('123');
+    await form.getByRole('button', { name: 'Save card' }).click();
+    await form.getByRole('alert').getByText('The card was declined').waitFor();
+
+    await form.getByLabel('Card number').fill('4242 4242 4242 4242');
+    await form.getByRole('button', { name: 'Save card' }).click();
+    await page.locator('[data-card="4242"]').getByText('Visa •••• 4242').waitFor();
+    assert.deepEqual(await checklist.locator('li').allTextContents(), ['To do Confirm your email address', 'Done Add a card']);
+    assert.ok(!(await page.content()).includes('4242 4242 4242 4242') || (await page.content()).includes('Use 4242 4242 4242 4242'), 'the number left with the form');
+    assert.equal(await page.getByRole('form', { name: 'Replace card' }).getByLabel('Card number').inputValue(), '');
+
+    // The confirmation link from the mail, opened in the browser.
+    await jobsSettled(live);
+    const mail = live.smtp.to(user.email).find((m) => m.subject === 'Confirm your email address');
+    assert.ok(mail);
+    await page.goto(linkIn(mail, '/verify-email').url);
+    await page.getByRole('button', { name: 'Confirm email address' }).click();
+    await page.getByRole('heading', { name: 'Email address confirmed' }).waitFor();
+    await page.goto(`${live.baseUrl}/billing`);
+    await page.locator('[data-welcome="granted"]').getByText('Your welcome credit of $10.00 arrived').waitFor();
+    assert.equal(await balanceText(), '$10.00');
+    await page.locator('tr[data-kind="welcome_credit"]').waitFor();
+    assert.equal(await page.locator('#balance-banner').count(), 0, 'no banner with a balance');
+
+    await page.getByRole('form', { name: 'Top up' }).getByLabel('Amount (USD)').fill('20.00');
+    await page.getByRole('form', { name: 'Top up' }).getByRole('button', { name: 'Top up' }).click();
+    await eventually(async () => ((await balanceText()) === '$30.00' ? true : undefined), 'the balance after the top-up');
+    await page.locator('tr[data-kind="top_up"]').getByText('$20.00').waitFor();
+    await jobsSettled(live);
+    assert.ok(live.smtp.to(user.email).some((m) => m.subject === 'Your welcome credit has arrived'));
+  });
+
+  test('machine creation shows the price per hour of each size; the usage list shows a machine’s time; a low balance shows a banner', async () => {
+    await page.goto(`${live.baseUrl}/machines`);
+    await page.getByRole('button', { name: 'Create machine' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Create machine' });
+    await dialog.getByText('small $0.05/h, medium $0.10/h, large $36.00/h').waitFor();
+    await dialog.getByLabel('Name').fill('metered-agent');
+    await dialog.getByLabel('Size').fill('large');
+    await dialog.getByRole('button', { name: 'Create machine' }).click();
+    await dialog.getByRole('button', { name: 'Done' }).click();
+    live.clock.advance(BOOT_MS);
+    await jobsSettled(live);
+    // 45 minutes at 36 USD/h: 27 USD, leaving 3 USD, then the stop.
+    for (let i = 0; i < 45; i++) {
+      live.clock.advance(60_000);
+      await jobsSettled(live);
+    }
+    const [machine] = (await call('GET', '/api/machines')).json().data;
+    assert.equal((await call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    await jobsSettled(live);
+
+    await page.goto(`${live.baseUrl}/billing`);
+    await settled(page);
+    const row = page.locator(`#usage tr[data-machine-id="${machine.id}"]`);
+    await row.getByText('metered-agent').waitFor();
+    await row.getByText('45 min 0 s').waitFor();
+    await row.getByText('$27.00').waitFor();
+    assert.equal(await page.locator('[data-usage-total]').textContent(), '$27.00');
+    assert.equal(await balanceText(), '$3.00');
+
+    // Run it down below 1.00: the banner on every page.
+    assert.equal((await call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
+    live.clock.advance(BOOT_MS);
+    await jobsSettled(live);
+    for (let i = 0; i < 4; i++) {
+      live.clock.advance(60_000);
+      await jobsSettled(live);
+    }
+    await page.goto(`${live.baseUrl}/machines`);
+    await page.getByRole('region', { name: 'Balance' }).getByText('Your balance is low.').waitFor();
+    assert.deepEqual(problems, []);
+  });
+
+  for (const width of [375, 1280]) {
+    test(`the Billing page fits ${width} px`, async () => {
+      await page.setViewportSize({ width, height: 900 });
+      await page.goto(`${live.baseUrl}/billing`);
+      await settled(page);
+      assert.deepEqual(await layoutProblems(page), []);
+    });
+  }
+});
