@@ -38,6 +38,7 @@ import { machinesPlugin } from './machines/machines.plugin.ts';
 import { LIVE_VIEW_PATH } from './machines/live-view.service.ts';
 import { INBOUND_WEBHOOK_PATH } from './machines/inbound-webhooks.service.ts';
 import { mcpPlugin } from './mcp/mcp.plugin.ts';
+import { oauthPlugin } from './oauth/oauth.plugin.ts';
 import { dashboardRoutes } from './dashboard/dashboard.routes.ts';
 import { systemClock, type Clock } from './shared/clock.ts';
 import { createSignals } from './db/signals.ts';
@@ -171,6 +172,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(apiKeysPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
   await app.register(machinesPlugin);
+  await app.register(oauthPlugin, options.resolveAll ? { resolveAll: options.resolveAll } : {});
   if (config.role !== 'worker') await app.register(dashboardRoutes);
 
   let stopListening = async () => {};

@@ -38,6 +38,11 @@ export interface PerformanceConfig {
   jobsHandover: boolean;
 }
 
+export interface McpConfig {
+  /** Tool calls (`tools/call`) per credential per one-minute window; an OAuth grant's tokens count as one credential. */
+  toolCallsPerMinute: number;
+}
+
 export interface JobsConfig {
   /** How often a process looks for due jobs that nobody announced to it (the safety net under wake-ups). */
   pollIntervalMs: number;
@@ -60,6 +65,7 @@ export interface Config {
   webhook: WebhookConfig;
   machines: MachinesConfig;
   jobs: JobsConfig;
+  mcp: McpConfig;
   performance: PerformanceConfig;
   passwordHashCost: PasswordHashCost;
 }
@@ -107,6 +113,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       pollIntervalMs: env.JOBS_POLL_INTERVAL_MS
         ? parseInteger('JOBS_POLL_INTERVAL_MS', env.JOBS_POLL_INTERVAL_MS, 1000, 10, 3_600_000)
         : parseInteger('MACHINE_WORKER_INTERVAL_MS', env.MACHINE_WORKER_INTERVAL_MS, 1000, 10, 3_600_000),
+    },
+    mcp: {
+      toolCallsPerMinute: parseInteger('MCP_TOOL_CALLS_PER_MINUTE', env.MCP_TOOL_CALLS_PER_MINUTE, 600, 1, 1_000_000),
     },
     performance: {
       pgPreparedStatements: parseSwitch('PG_PREPARED_STATEMENTS', env.PG_PREPARED_STATEMENTS, true),

@@ -5,6 +5,7 @@ import type { EventsTable } from '../events/events.tables.ts';
 import type { DeliveriesTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
+import type { OAuthGrantsTable, OAuthRecordsTable } from '../oauth/oauth.tables.ts';
 import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../machines/runs.tables.ts';
 
 /** Every table, as Kysely sees it. Each domain owns its own table interfaces. */
@@ -26,4 +27,6 @@ export interface DB {
   inbound_webhook_receipts: InboundWebhookReceiptsTable;
   jobs: JobsTable;
   job_lanes: JobLanesTable;
+  oauth_records: OAuthRecordsTable;
+  oauth_grants: OAuthGrantsTable;
 }
