@@ -1,4 +1,4 @@
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { McpServer } from '@modelcontextprotocol/server';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
