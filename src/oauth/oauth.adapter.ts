@@ -27,7 +27,8 @@ class KyselyAdapter implements Adapter {
     this.#kind = kind;
   }
 
-  async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
+  async upsert(id: string, { jti: _id, ...payload }: AdapterPayload, expiresIn: number): Promise<void> {
+    // The id (`jti`: the token itself, for tokens and codes) is left out of the payload, and put back by find().
     const now = this.#deps.clock.now();
     await upsertRecord(this.#deps.db, {
       kind: this.#kind,
@@ -41,7 +42,8 @@ class KyselyAdapter implements Adapter {
   }
 
   async find(id: string): Promise<AdapterPayload | undefined> {
-    return payloadOf(await findRecord(this.#deps.db, this.#kind, hashToken(id), this.#deps.clock.now()));
+    const payload = payloadOf(await findRecord(this.#deps.db, this.#kind, hashToken(id), this.#deps.clock.now()));
+    return payload === undefined ? undefined : { ...payload, jti: id };
   }
 
   async findByUid(uid: string): Promise<AdapterPayload | undefined> {

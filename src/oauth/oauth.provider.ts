@@ -129,7 +129,11 @@ export async function createOAuthProvider(deps: Deps, options: ProviderOptions =
 
 /** How a model's instances get their ids (oidc-provider's `generateTokenId`, not in its type definitions). */
 function idsOf(model: { prototype: object }, generate: () => string): void {
-  (model.prototype as { generateTokenId?: () => string }).generateTokenId = generate;
+  (model.prototype as { generateTokenId?: () => string }).generateTokenId = function (this: { format?: string }) {
+    // What the library's own generator records besides the id: access tokens here are always opaque.
+    this.format = 'opaque';
+    return generate();
+  };
 }
 
 /**

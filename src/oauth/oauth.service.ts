@@ -83,7 +83,9 @@ export async function allowConsent(deps: Deps, provider: Provider, uid: string, 
   const grant = new provider.Grant({ accountId, clientId: client.id });
   const requested = String(interaction.params.scope ?? '').split(' ');
   grant.addResourceScope(mcpResource(deps.config.publicUrl), MCP_SCOPE);
-  if (requested.includes('offline_access')) grant.addOIDCScope('offline_access');
+  // The authorization server knows `mcp` (and `offline_access`) as its own scopes too: grant those asked for, so nothing is left to ask.
+  const known = requested.filter((scope) => scope === MCP_SCOPE || scope === 'offline_access');
+  if (known.length > 0) grant.addOIDCScope(known.join(' '));
   const grantId = await grant.save();
   await inTransaction(deps.db, async (tx) => {
     await insertGrant(tx.db, {
