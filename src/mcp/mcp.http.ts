@@ -10,7 +10,7 @@ const SERVER_VERSION = '1.0.0';
  * through its HTTP entry (`createMcpHandler`), the 2024-11-05 … 2025-11-25
  * revisions through a stateless transport, routed by the SDK's own
  * `isLegacyRequest`; one server factory, so both eras see the same tools.
- * JSON responses, no SSE stream. The SDK's handler is
+ * JSON responses (the tools send nothing before their result, so no SSE stream). The SDK's handler is
  * web-standard (a fetch Request in, a Response out), so the reply stays
  * Fastify's own (hooks, metrics and the error handler keep working) instead
  * of being hijacked. Tool calls count against the caller's limit first.
@@ -45,7 +45,8 @@ export async function serveMcp(
 
 /** 2026-07-28: the SDK's per-request entry, modern revisions only (the legacy ones are routed to serveLegacy first). */
 async function serveModern(webRequest: Request, body: unknown, createServer: () => McpServer): Promise<Response> {
-  const handler = createMcpHandler(createServer, { legacy: 'reject', responseMode: 'json' });
+  // 'auto': one JSON body unless a tool emits a message before its result (ours do not).
+  const handler = createMcpHandler(createServer, { legacy: 'reject' });
   try {
     return await handler.fetch(webRequest, { parsedBody: body });
   } finally {
