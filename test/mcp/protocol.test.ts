@@ -26,10 +26,10 @@ describe('protocol revisions: a client pinned to 2026-07-28 and one pinned to 20
     await ctx.close();
   });
 
-  const pins = {
+  const pins: Record<'2026-07-28' | '2025-06-18', ConstructorParameters<typeof Client>[1]> = {
     '2026-07-28': { versionNegotiation: { mode: { pin: '2026-07-28' } } },
     '2025-06-18': { supportedProtocolVersions: ['2025-06-18'] },
-  } as const;
+  };
 
   async function connect(path: string, token: string, revision: keyof typeof pins): Promise<Client> {
     const client = new Client({ name: `pinned-${revision}`, version: '1.0.0' }, pins[revision]);
