@@ -154,7 +154,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       servers: [{ url: config.publicUrl }],
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'API key (tmk_…) or, on machine endpoints, machine token (tmm_…)' },
+          bearer: { type: 'http', scheme: 'bearer', description: 'API key (tmk_…); on machine endpoints, machine token (tmm_…); on /api/mcp, OAuth access token (tmo_…)' },
           session: { type: 'apiKey', in: 'cookie', name: sessionCookieName(config) },
         },
       },
