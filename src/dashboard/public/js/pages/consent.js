@@ -8,7 +8,7 @@ import { alertBox, h, loading, replace } from '../dom.js';
 /** @param {PageContext} context */
 export function consentPage({ query, account }) {
   const uid = query.get('uid') ?? '';
-  const container = h('div', { class: 'auth__card' }, loading('Loading the request…'));
+  const container = h('div', { class: 'auth__card auth__card--page' }, loading('Loading the request…'));
 
   async function load() {
     try {
