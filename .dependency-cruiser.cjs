@@ -12,12 +12,14 @@
  * Folder cycles are checked by .dependency-cruiser.folders.cjs.
  */
 const BASE = '^src/(http|db|shared|mail|jobs|rate-limits)/';
-const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', 'machines', 'mcp', 'dashboard', 'ops'];
+const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', 'machines', 'mcp', 'oauth', 'dashboard', 'ops'];
 
 /** What each domain offers the others. */
 const PUBLIC = [
   // The outbox (how any domain emits an event) and the signature verifier receivers copy (inbound webhooks share its scheme).
   '^src/event-webhooks/(outbox[.]ts|verify-webhook[.]js)$',
+  // The SSRF guard for outgoing requests (OAuth client metadata documents are fetched through it too).
+  '^src/event-webhooks/targets[.]ts$',
   // The event catalogue and the envelope.
   '^src/events/(event-types|envelope|events[.]repository)[.]ts$',
   // Serving MCP over HTTP, and how a domain defines its tools.

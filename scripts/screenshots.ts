@@ -106,6 +106,7 @@ async function run() {
   await shootIn('machines-empty', '/machines');
   await shootIn('event-webhooks-empty', '/event-webhooks');
   await shootIn('api-keys-empty', '/account/api-keys');
+  await shootIn('applications-empty', '/account/applications');
   await shootIn('account-unconfirmed', '/account');
   await api('POST', '/api/auth/verify', { token: new URL(linkUrl(await mailFor('Confirm your email address'))).searchParams.get('token') });
   await shootIn('account', '/account', { dark: true });
@@ -135,8 +136,25 @@ async function run() {
     },
   });
 
+  await applicationPages(session, shootIn);
   await webhookPages(session, shootIn);
   await machinePages(session, shootIn);
+}
+
+/** An MCP client asking for consent, then connected (OAuth, CONTRACT 14). */
+async function applicationPages(session: string, shootIn: ReturnType<typeof screenshotter>) {
+  const redirectUri = 'https://connector.example/oauth/callback';
+  const registered = await app.inject({ method: 'POST', url: '/oauth/register', payload: { client_name: 'Claude', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none' } });
+  const clientId = registered.json().client_id as string;
+  const consentUid = async () => {
+    const query = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: redirectUri, code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256', scope: 'mcp' });
+    const response = await app.inject({ method: 'GET', url: `/oauth/authorize?${query}` });
+    return new URL(String(response.headers.location), baseUrl).searchParams.get('uid')!;
+  };
+  await shootIn('consent', `/oauth/consent?uid=${await consentUid()}`);
+  await shootIn('consent-expired', '/oauth/consent?uid=no-such-request');
+  await api('POST', `/api/oauth/consent/${await consentUid()}/allow`, undefined, session);
+  await shootIn('applications', '/account/applications');
 }
 
 async function webhookPages(session: string, shoot: Shooter) {

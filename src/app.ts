@@ -39,6 +39,7 @@ import { billingPlugin } from './billing/billing.plugin.ts';
 import { LIVE_VIEW_PATH } from './machines/live-view.service.ts';
 import { INBOUND_WEBHOOK_PATH } from './machines/inbound-webhooks.service.ts';
 import { mcpPlugin } from './mcp/mcp.plugin.ts';
+import { oauthPlugin } from './oauth/oauth.plugin.ts';
 import { dashboardRoutes } from './dashboard/dashboard.routes.ts';
 import { systemClock, type Clock } from './shared/clock.ts';
 import { createSignals } from './db/signals.ts';
@@ -154,7 +155,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       servers: [{ url: config.publicUrl }],
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'API key (tmk_…) or, on machine endpoints, machine token (tmm_…)' },
+          bearer: { type: 'http', scheme: 'bearer', description: 'API key (tmk_…); on machine endpoints, machine token (tmm_…); on /api/mcp, OAuth access token (tmo_…)' },
           session: { type: 'apiKey', in: 'cookie', name: sessionCookieName(config) },
         },
       },
@@ -173,6 +174,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
   await app.register(machinesPlugin);
   await app.register(billingPlugin);
+  await app.register(oauthPlugin, options.resolveAll ? { resolveAll: options.resolveAll } : {});
   if (config.role !== 'worker') await app.register(dashboardRoutes);
 
   let stopListening = async () => {};

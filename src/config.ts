@@ -53,6 +53,11 @@ export interface BillingConfig {
   paymentProvider: 'simulated';
 }
 
+export interface McpConfig {
+  /** Tool calls (`tools/call`) per credential per one-minute window; an OAuth grant's tokens count as one credential. */
+  toolCallsPerMinute: number;
+}
+
 export interface JobsConfig {
   /** How often a process looks for due jobs that nobody announced to it (the safety net under wake-ups). */
   pollIntervalMs: number;
@@ -76,6 +81,7 @@ export interface Config {
   machines: MachinesConfig;
   jobs: JobsConfig;
   billing: BillingConfig;
+  mcp: McpConfig;
   performance: PerformanceConfig;
   passwordHashCost: PasswordHashCost;
 }
@@ -131,6 +137,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       welcomeCreditMicros: parseUsd('WELCOME_CREDIT', env.WELCOME_CREDIT ?? '10.00'),
       lowBalanceMicros: parseUsd('LOW_BALANCE', env.LOW_BALANCE ?? '1.00'),
       paymentProvider: parsePaymentProvider(env.PAYMENT_PROVIDER),
+    },
+    mcp: {
+      toolCallsPerMinute: parseInteger('MCP_TOOL_CALLS_PER_MINUTE', env.MCP_TOOL_CALLS_PER_MINUTE, 600, 1, 1_000_000),
     },
     performance: {
       pgPreparedStatements: parseSwitch('PG_PREPARED_STATEMENTS', env.PG_PREPARED_STATEMENTS, true),

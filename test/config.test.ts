@@ -52,6 +52,7 @@ describe('loadConfig', () => {
         lowBalanceMicros: 1_000_000,
         paymentProvider: 'simulated',
       },
+      mcp: { toolCallsPerMinute: 600 },
       performance: { pgPreparedStatements: true, pgPipelinedBegin: true, sqliteGroupCommit: true, jobsHandover: true },
       passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
     });
@@ -66,6 +67,13 @@ describe('loadConfig', () => {
     assert.deepEqual(loadConfig({ MACHINE_WORKER_INTERVAL_MS: '40', JOBS_POLL_INTERVAL_MS: '30' }).jobs, { pollIntervalMs: 30 }, 'the new name wins');
     for (const [variable, value] of [['MACHINE_PROVIDER', 'firecracker'], ['MACHINE_BOOT_MS', '-1'], ['MACHINE_BOOT_MS', 'soon'], ['MACHINE_WORKER_INTERVAL_MS', '5'], ['JOBS_POLL_INTERVAL_MS', '5']]) {
       assert.throws(() => loadConfig({ [variable!]: value }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `), `${variable}=${value}`);
+    }
+  });
+
+  test('MCP_TOOL_CALLS_PER_MINUTE: 600 by default, a whole number from 1', () => {
+    assert.deepEqual(loadConfig({ MCP_TOOL_CALLS_PER_MINUTE: '30' }).mcp, { toolCallsPerMinute: 30 });
+    for (const value of ['0', 'many', '-5']) {
+      assert.throws(() => loadConfig({ MCP_TOOL_CALLS_PER_MINUTE: value }), (error: unknown) => error instanceof ConfigError && error.message.startsWith('MCP_TOOL_CALLS_PER_MINUTE '), value);
     }
   });
 

@@ -20,6 +20,8 @@ export const PAGE_PATHS = [
   '/account',
   '/account/sessions',
   '/account/api-keys',
+  '/account/applications',
+  '/oauth/consent',
   '/event-webhooks',
   '/event-webhooks/:id',
   '/machines',

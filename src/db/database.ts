@@ -6,6 +6,7 @@ import type { DeliveriesTable, EventEndpointsTable } from '../event-webhooks/eve
 import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
 import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable } from '../billing/billing.tables.ts';
+import type { OAuthGrantsTable, OAuthRecordsTable } from '../oauth/oauth.tables.ts';
 import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../machines/runs.tables.ts';
 
 /** Every table, as Kysely sees it. Each domain owns its own table interfaces. */
@@ -31,4 +32,6 @@ export interface DB {
   billing_ledger: BillingLedgerTable;
   billing_meters: BillingMetersTable;
   billing_idempotency: BillingIdempotencyTable;
+  oauth_records: OAuthRecordsTable;
+  oauth_grants: OAuthGrantsTable;
 }

@@ -9,9 +9,10 @@ import type { Principal } from './principal.ts';
  * - `none`: anyone;
  * - `account`: the session cookie or an API key (the default);
  * - `session`: only the dashboard's session cookie;
- * - `machine`: an account credential, or the machine token of the machine in the path's `:id`.
+ * - `machine`: an account credential, or the machine token of the machine in the path's `:id`;
+ * - `mcp`: an account credential, or an OAuth access token (`/api/mcp` only).
  */
-export type AuthRequirement = 'none' | 'account' | 'session' | 'machine';
+export type AuthRequirement = 'none' | 'account' | 'session' | 'machine' | 'mcp';
 
 /** Null for an unknown token. May answer synchronously (a cached API key): most requests then cost no promise at all. */
 export type BearerAuthenticator = (request: FastifyRequest, token: string) => Principal | null | Promise<Principal | null>;
@@ -24,7 +25,7 @@ export interface CookieCredential {
 
 /** Where credential domains register how their credentials are recognised; this hook knows none of them itself. */
 export interface Credentials {
-  /** A kind of Bearer token, by its four-character prefix (`tmk_`, `tmm_`). */
+  /** A kind of Bearer token, by its four-character prefix (`tmk_`, `tmm_`, `tmo_`). */
   bearer(prefix: string, authenticate: BearerAuthenticator): void;
   cookie(credential: CookieCredential): void;
 }
@@ -58,6 +59,7 @@ function needsOriginCheck(request: FastifyRequest): boolean {
 }
 
 const MACHINE_TOKEN_SCOPE = "A machine token works only on its own machine's /mcp and /live-view endpoints.";
+const OAUTH_TOKEN_SCOPE = 'An OAuth access token works only on /api/mcp, the resource it was issued for.';
 
 export const authPlugin = fp(
   async (app) => {
@@ -141,6 +143,10 @@ async function authenticateCookie(cookie: CookieCredential | null, request: Fast
 
 /** @throws AppError 403 when the credential is valid but not allowed on this route. */
 function assertInScope(requirement: AuthRequirement, principal: Principal, request: FastifyRequest): void {
+  if (principal.kind === 'oauth') {
+    if (requirement !== 'mcp') throw forbidden(OAUTH_TOKEN_SCOPE);
+    return;
+  }
   if (requirement === 'session' && principal.kind !== 'session') {
     throw forbidden(principal.kind === 'machine' ? MACHINE_TOKEN_SCOPE : 'This endpoint is for the signed-in dashboard, not API keys.');
   }

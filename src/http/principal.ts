@@ -11,4 +11,6 @@ export interface AccountView {
 export type Principal =
   | { kind: 'session'; accountId: string; sessionId: string }
   | { kind: 'api_key'; accountId: string; apiKeyId: string; account: AccountView }
-  | { kind: 'machine'; accountId: string; machineId: string };
+  | { kind: 'machine'; accountId: string; machineId: string }
+  /** An OAuth access token (`tmo_`): one grant, i.e. one account's consent to one client; valid only on `/api/mcp`. */
+  | { kind: 'oauth'; accountId: string; grantId: string; clientId: string };

@@ -1,15 +1,19 @@
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { createMcpHandler, isLegacyRequest, McpServer, WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { enforceToolCallLimit } from './mcp.limits.ts';
 
 const SERVER_VERSION = '1.0.0';
 
 /**
- * Answers one MCP request over Streamable HTTP, statelessly: a fresh server
- * and transport per POST, tools registered for the caller, JSON responses
- * (no SSE stream). The SDK's web-standard transport takes a fetch Request and
- * gives a Response, so the reply stays Fastify's own (hooks, metrics and the
- * error handler keep working) instead of being hijacked.
+ * Answers one MCP request over Streamable HTTP, statelessly, with the v2 SDK:
+ * protocol revision 2026-07-28 (a request carrying its per-request envelope)
+ * through its HTTP entry (`createMcpHandler`), the 2024-11-05 … 2025-11-25
+ * revisions through a stateless transport, routed by the SDK's own
+ * `isLegacyRequest`; one server factory, so both eras see the same tools.
+ * JSON responses (the tools send nothing before their result, so no SSE stream). The SDK's handler is
+ * web-standard (a fetch Request in, a Response out), so the reply stays
+ * Fastify's own (hooks, metrics and the error handler keep working) instead
+ * of being hijacked. Tool calls count against the caller's limit first.
  */
 export async function serveMcp(
   request: FastifyRequest,
@@ -17,21 +21,48 @@ export async function serveMcp(
   serverName: string,
   registerTools: (server: McpServer) => void,
 ): Promise<FastifyReply> {
-  const server = new McpServer({ name: serverName, version: SERVER_VERSION }, { capabilities: { tools: {} } });
-  registerTools(server);
+  const limited = await enforceToolCallLimit(request);
+  if (limited !== null) {
+    return reply.code(429).header('retry-after', String(limited.retryAfterSeconds)).type('application/json').send(JSON.stringify(limited.body));
+  }
+  const createServer = () => {
+    const server = new McpServer({ name: serverName, version: SERVER_VERSION }, { capabilities: { tools: {} } });
+    registerTools(server);
+    return server;
+  };
+  const url = new URL(request.url, `${request.protocol}://${request.host}`);
+  const webRequest = new Request(url, { method: 'POST', headers: webHeaders(request) });
+  const response = (await isLegacyRequest(webRequest, request.body))
+    ? await serveLegacy(webRequest, request.body, createServer())
+    : await serveModern(webRequest, request.body, createServer);
+  reply.code(response.status);
+  response.headers.forEach((value, name) => {
+    reply.header(name, value);
+  });
+  const body = await response.text();
+  return reply.send(body === '' ? undefined : body);
+}
+
+/** 2026-07-28: the SDK's per-request entry, modern revisions only (the legacy ones are routed to serveLegacy first). */
+async function serveModern(webRequest: Request, body: unknown, createServer: () => McpServer): Promise<Response> {
+  // 'auto': one JSON body unless a tool emits a message before its result (ours do not).
+  const handler = createMcpHandler(createServer, { legacy: 'reject' });
+  try {
+    return await handler.fetch(webRequest, { parsedBody: body });
+  } finally {
+    await handler.close();
+  }
+}
+
+/**
+ * 2024-11-05 … 2025-11-25: a stateless Streamable HTTP transport answering
+ * JSON, as before (the SDK's own stateless fallback would answer with an SSE stream).
+ */
+async function serveLegacy(webRequest: Request, body: unknown, server: McpServer): Promise<Response> {
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
   try {
-    const url = new URL(request.url, `${request.protocol}://${request.host}`);
-    const response = await transport.handleRequest(new Request(url, { method: 'POST', headers: webHeaders(request) }), {
-      parsedBody: request.body,
-    });
-    reply.code(response.status);
-    response.headers.forEach((value, name) => {
-      reply.header(name, value);
-    });
-    const body = await response.text();
-    return reply.send(body === '' ? undefined : body);
+    return await transport.handleRequest(webRequest, { parsedBody: body });
   } finally {
     await server.close();
   }

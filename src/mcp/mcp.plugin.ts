@@ -1,4 +1,4 @@
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { McpServer } from '@modelcontextprotocol/server';
 import fp from 'fastify-plugin';
 import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
@@ -26,15 +26,24 @@ declare module 'fastify' {
 const JsonRpcBody = Type.Unknown({ description: 'A JSON-RPC message or batch (MCP Streamable HTTP)' });
 const tags = ['mcp'];
 
-/** `POST /api/mcp`: the platform MCP server, for API keys (machine tokens are refused by the auth hook). */
+/** `POST /api/mcp`: the platform MCP server, for API keys and OAuth access tokens (machine tokens are refused by the auth hook). */
 export const mcpPlugin = fp(
   async (app) => {
     app.decorate('platformMcpTools', [] as PlatformToolRegistrar[]);
     if (app.deps.config.role === 'worker') return;
 
+    // RFC 9728 / MCP authorization: every 401 names the protected resource metadata, where OAuth clients start.
+    const challenge = `Bearer resource_metadata="${app.deps.config.publicUrl}/.well-known/oauth-protected-resource/api/mcp"`;
     app.post('/api/mcp', {
-      config: { mcpTransport: true },
-      schema: { tags, summary: 'Platform MCP server (Streamable HTTP, stateless); Bearer API key', body: JsonRpcBody },
+      config: { auth: 'mcp', mcpTransport: true },
+      onSend: async (_request, reply, payload) => {
+        if (reply.statusCode === 401) {
+          const error = /error="invalid_token"/.test(String(reply.getHeader('www-authenticate') ?? '')) ? ', error="invalid_token"' : '';
+          reply.header('www-authenticate', `${challenge}${error}`);
+        }
+        return payload;
+      },
+      schema: { tags, summary: 'Platform MCP server (Streamable HTTP, stateless); Bearer API key or OAuth access token', body: JsonRpcBody },
     }, async (request, reply) => {
       const context: PlatformToolContext = { deps: app.deps, accountId: accountIdOf(request), principal: request.principal! };
       return serveMcp(request, reply, 'machine-platform', (server) => {

@@ -5,7 +5,8 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const TOKEN_RANDOM_LENGTH = 32;
 const TOKEN_CHECKSUM_LENGTH = 6;
 
-export type TokenPrefix = 'tmk_' | 'tmm_';
+/** API keys, machine tokens, and OAuth access and refresh tokens (CONTRACT 14). */
+export type TokenPrefix = 'tmk_' | 'tmm_' | 'tmo_' | 'tmr_';
 
 /**
  * GitHub's token format: prefix, 32 random base62 characters, then the CRC32 of

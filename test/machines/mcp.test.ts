@@ -114,7 +114,8 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
       const message = toolError(await client.callTool({ name: 'machine_get', arguments: args }));
       assert.match(String(message), /Input validation error/);
     }
-    assert.match(String(toolError(await client.callTool({ name: 'no_such_tool', arguments: {} }))), /not found/);
+    // An unknown tool is a protocol error, not a tool result (MCP tools section): JSON-RPC -32602 Invalid params.
+    await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), (error: { code?: number; message?: string }) => error.code === -32602 && /not found/.test(String(error.message)));
     assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running', 'the server is fine');
   });
 

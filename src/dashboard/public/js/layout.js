@@ -122,6 +122,7 @@ const ACCOUNT_SECTIONS = [
   { href: '/account', label: 'Profile' },
   { href: '/account/sessions', label: 'Sessions' },
   { href: '/account/api-keys', label: 'API keys' },
+  { href: '/account/applications', label: 'Connected applications' },
 ];
 
 /** @param {string} path */

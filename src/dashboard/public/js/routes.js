@@ -3,6 +3,8 @@
 import { accountPage } from './pages/account.js';
 import { apiKeysPage } from './pages/api-keys.js';
 import { billingPage } from './pages/billing.js';
+import { applicationsPage } from './pages/applications.js';
+import { consentPage } from './pages/consent.js';
 import { forgotPasswordPage, resetPasswordPage, signInPage, signUpPage, verifyEmailPage } from './pages/auth.js';
 import { machinesPage } from './pages/machines.js';
 import { sessionsPage } from './pages/sessions.js';
@@ -43,6 +45,8 @@ export const ROUTES = [
   { path: '/account', access: 'user', title: 'Account', narrow: true, page: accountPage },
   { path: '/account/sessions', access: 'user', title: 'Sessions', narrow: true, page: sessionsPage },
   { path: '/account/api-keys', access: 'user', title: 'API keys', narrow: true, page: apiKeysPage },
+  { path: '/account/applications', access: 'user', title: 'Connected applications', narrow: true, page: applicationsPage },
+  { path: '/oauth/consent', access: 'user', title: 'Connect an application', narrow: true, page: consentPage },
   { path: '/event-webhooks', access: 'user', title: 'Event webhooks', page: webhooksPage },
   { path: '/event-webhooks/:id', access: 'user', title: 'Event webhook endpoint', page: webhookPage },
   { path: '/machines', access: 'user', title: 'Machines', page: machinesPage },

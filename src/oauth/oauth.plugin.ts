@@ -1,0 +1,27 @@
+import fp from 'fastify-plugin';
+import type { ResolveAll } from '../event-webhooks/targets.ts';
+import { applicationConnectedMailKind } from './oauth.jobs.ts';
+import { createOAuthProvider } from './oauth.provider.ts';
+import { deleteExpiredRecords } from './oauth.repository.ts';
+import { oauthRoutes } from './oauth.routes.ts';
+import { oauthAuthenticator } from './oauth.service.ts';
+
+/**
+ * OAuth 2.1 for the platform MCP endpoint (CONTRACT 14): `tmo_` access tokens
+ * as a credential (in every role), the connected-application mail and the
+ * cleanup of expired records, and where the role serves the API, the
+ * authorization server, its metadata and the consent and applications routes.
+ */
+export const oauthPlugin = fp<{ resolveAll?: ResolveAll }>(
+  async (app, options) => {
+    const { deps } = app;
+    app.credentials.bearer('tmo_', oauthAuthenticator(deps));
+    app.jobs.register(applicationConnectedMailKind(deps, app.mailer));
+    app.maintenance.add('expired OAuth records', (now) => deleteExpiredRecords(deps.db, now));
+    if (deps.config.role === 'worker') return;
+    const { provider, close } = await createOAuthProvider(deps, options.resolveAll ? { resolveAll: options.resolveAll } : {});
+    app.addHook('onClose', close);
+    await app.register(oauthRoutes(provider));
+  },
+  { name: 'oauth', dependencies: ['core', 'auth', 'jobs', 'mail', 'maintenance'] },
+);
