@@ -14,6 +14,13 @@ export interface WebhookConfig {
   retryDelaysMs: readonly number[];
   maxAttempts: number;
   allowPrivateTargets: boolean;
+  /** WEBHOOK_DISABLE_AFTER: an endpoint failing this long (a failure in each fifth of it, no success) is disabled. */
+  disableAfterMs: number;
+}
+
+export interface RetentionConfig {
+  /** RETENTION: events, finished deliveries and finished runs older than this are deleted. */
+  periodMs: number;
 }
 
 export interface MachinesConfig {
@@ -60,6 +67,7 @@ export interface Config {
   webhook: WebhookConfig;
   machines: MachinesConfig;
   jobs: JobsConfig;
+  retention: RetentionConfig;
   performance: PerformanceConfig;
   passwordHashCost: PasswordHashCost;
 }
@@ -97,6 +105,10 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       retryDelaysMs: parseDurationList('WEBHOOK_RETRY_DELAYS', env.WEBHOOK_RETRY_DELAYS ?? '30s,1m,2m,4m,8m,16m,32m,60m'),
       maxAttempts: parseInteger('WEBHOOK_MAX_ATTEMPTS', env.WEBHOOK_MAX_ATTEMPTS, 8, 1, 100),
       allowPrivateTargets: parseSwitch('WEBHOOK_ALLOW_PRIVATE_TARGETS', env.WEBHOOK_ALLOW_PRIVATE_TARGETS, false),
+      disableAfterMs: parseDuration('WEBHOOK_DISABLE_AFTER', env.WEBHOOK_DISABLE_AFTER, 5 * 86_400_000, 5_000),
+    },
+    retention: {
+      periodMs: parseDuration('RETENTION', env.RETENTION, 30 * 86_400_000, 10_000),
     },
     machines: {
       provider: parseMachineProvider(env.MACHINE_PROVIDER),
@@ -212,6 +224,17 @@ function parseSmtpUrl(value: string | undefined): string | null {
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** One duration with a unit (`30d`, `12h`, `90m`, `30s`, `500ms`), at least `min` milliseconds. */
+function parseDuration(variable: string, value: string | undefined, fallback: number, min: number): number {
+  const text = value?.trim();
+  if (text === undefined || text === '') return fallback;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text);
+  if (!match) return fail(variable, 'must be a duration like 30d, 12h or 90m (units ms, s, m, h, d)', value);
+  const parsed = Math.round(Number(match[1]) * (match[2] === 'd' ? 86_400_000 : DURATION_UNITS[match[2]!]!));
+  if (parsed < min) fail(variable, `must be at least ${min / 1000} s`, value);
+  return parsed;
+}
 
 /** Parses `30s,1m,2m` into milliseconds. */
 export function parseDurationList(variable: string, value: string): number[] {

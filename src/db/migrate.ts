@@ -5,6 +5,7 @@ import * as eventWebhooks from './migrations/0002_event_webhooks.ts';
 import * as machines from './migrations/0003_machines.ts';
 import * as machineReliability from './migrations/0004_machine_reliability.ts';
 import * as jobs from './migrations/0005_jobs.ts';
+import * as eventHistory from './migrations/0007_event_history.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -15,6 +16,7 @@ const migrations: Record<string, Migration> = {
   '0003_machines': machines,
   '0004_machine_reliability': machineReliability,
   '0005_jobs': jobs,
+  '0007_event_history': eventHistory,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -5,6 +5,9 @@ import { createDeliveryMetrics } from './delivery.metrics.ts';
 import { createDeliveryKind, DEFAULT_DELIVERY_OPTIONS, deliveryJob, type DeliveryOptions } from './delivery.job.ts';
 import { eventWebhookTools } from './event-webhooks.mcp.ts';
 import { eventWebhooksRoutes } from './event-webhooks.routes.ts';
+import { endpointHealthKinds, ensureHealthCheck } from './health.job.ts';
+import { historyRoutes } from './history.routes.ts';
+import { feedKind } from './recovery.job.ts';
 import { createSender } from './sender.ts';
 import type { ResolveAll } from './targets.ts';
 
@@ -40,12 +43,16 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
       { ...DEFAULT_DELIVERY_OPTIONS, ...options.delivery },
     );
     app.jobs.register(kind);
+    app.jobs.register(feedKind(deps));
+    for (const healthKind of endpointHealthKinds(deps, app.mailer)) app.jobs.register(healthKind);
+    app.addHook('onReady', async () => ensureHealthCheck(deps));
     deps.signals.subscribe(kind.hear);
     app.addHook('onClose', async () => sender.close());
 
     if (deps.config.role === 'worker') return;
     await app.register(eventWebhooksRoutes, { testSending: { sender, metrics } });
+    await app.register(historyRoutes);
     app.platformMcpTools.push(eventWebhookTools({ sender, metrics }));
   },
-  { name: 'event-webhooks', dependencies: ['core', 'jobs', 'mcp'] },
+  { name: 'event-webhooks', dependencies: ['core', 'jobs', 'mcp', 'mail'] },
 );
