@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import { dialectOf } from '../db/connect.ts';
+import { inTransaction } from '../db/transaction.ts';
 import { insertRows, updateRows, type AnyRows, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
@@ -322,4 +323,23 @@ export async function attemptsBetween(db: Kysely<DB>, endpointId: string, from: 
     .limit(1)
     .executeTakeFirst();
   return row !== undefined;
+}
+
+/** Finished deliveries made before `before`, a batch for retention: their ids after `after`, in order. Pending ones are never taken. */
+export async function finishedDeliveryIdsBefore(db: Kysely<DB>, before: string, after: string | undefined, limit: number): Promise<string[]> {
+  let query = db.selectFrom('deliveries').select('id').where('id', '<', before).where('status', '!=', 'pending');
+  if (after !== undefined) query = query.where('id', '>', after);
+  return (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
+}
+
+/** Deletes these deliveries, if still finished, with their attempt logs; answers the rows deleted of each. */
+export async function deleteFinishedDeliveries(db: Kysely<DB>, ids: readonly string[]): Promise<{ deliveries: number; attempts: number }> {
+  if (ids.length === 0) return { deliveries: 0, attempts: 0 };
+  return inTransaction(db, async (tx) => {
+    const finished = (await tx.db.selectFrom('deliveries').select('id').where('id', 'in', ids).where('status', '!=', 'pending').execute()).map((row) => row.id);
+    if (finished.length === 0) return { deliveries: 0, attempts: 0 };
+    const attempts = await tx.db.deleteFrom('delivery_attempts').where('delivery_id', 'in', finished).executeTakeFirst();
+    const deliveries = await tx.db.deleteFrom('deliveries').where('id', 'in', finished).where('status', '!=', 'pending').executeTakeFirst();
+    return { deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows) };
+  });
 }

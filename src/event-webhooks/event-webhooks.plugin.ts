@@ -1,4 +1,7 @@
 import fp from 'fastify-plugin';
+import { deleteEventsWithoutDeliveries, eventIdsBefore } from '../events/events.repository.ts';
+import { idBoundAt } from '../shared/ids.ts';
+import { deleteFinishedDeliveries, finishedDeliveryIdsBefore } from './deliveries.repository.ts';
 import { otherProcessesCommits } from '../db/data-version.ts';
 import type { WebhookConfig } from '../config.ts';
 import { createDeliveryMetrics } from './delivery.metrics.ts';
@@ -46,6 +49,13 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
     app.jobs.register(feedKind(deps));
     for (const healthKind of endpointHealthKinds(deps, app.mailer)) app.jobs.register(healthKind);
     app.addHook('onReady', async () => ensureHealthCheck(deps));
+    // Retention: finished deliveries (with their attempt logs), then the events no pending delivery carries.
+    app.retention.add('deliveries', async ({ cutoff }, after, limit) => {
+      const ids = await finishedDeliveryIdsBefore(deps.db, idBoundAt('dlv', cutoff), after, limit);
+      const deleted = await deleteFinishedDeliveries(deps.db, ids);
+      return { deleted: { deliveries: deleted.deliveries, delivery_attempts: deleted.attempts }, cursor: ids.length < limit ? null : ids.at(-1)! };
+    });
+    app.retention.addKeyed('events', ({ cutoff }, after, limit) => eventIdsBefore(deps.db, idBoundAt('evt', cutoff), after, limit), (_context, ids) => deleteEventsWithoutDeliveries(deps.db, ids));
     deps.signals.subscribe(kind.hear);
     app.addHook('onClose', async () => sender.close());
 
@@ -54,5 +64,5 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
     await app.register(historyRoutes);
     app.platformMcpTools.push(eventWebhookTools({ sender, metrics }));
   },
-  { name: 'event-webhooks', dependencies: ['core', 'jobs', 'mcp', 'mail'] },
+  { name: 'event-webhooks', dependencies: ['core', 'jobs', 'mcp', 'mail', 'maintenance'] },
 );

@@ -62,3 +62,27 @@ export async function eventIdsInWindow(
   if (after !== undefined) query = query.where('id', '>', after);
   return (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
 }
+
+/** Events made before `before`, a batch for retention: their ids after `after`, in order. */
+export async function eventIdsBefore(db: Kysely<DB>, before: string, after: string | undefined, limit: number): Promise<string[]> {
+  let query = db.selectFrom('events').select('id').where('id', '<', before);
+  if (after !== undefined) query = query.where('id', '>', after);
+  return (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
+}
+
+/**
+ * Deletes these events, except those a delivery still refers to: a pending
+ * one carries it, and finished ones go first (retention deletes them by
+ * their own age), so every deleted row is counted. Answers how many.
+ */
+export async function deleteEventsWithoutDeliveries(db: Kysely<DB>, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db
+    .deleteFrom('events')
+    .where('id', 'in', ids)
+    .where(({ not, exists, selectFrom }) =>
+      not(exists(selectFrom('deliveries').select('deliveries.id').whereRef('deliveries.event_id', '=', 'events.id'))),
+    )
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
