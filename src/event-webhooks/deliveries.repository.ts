@@ -290,9 +290,13 @@ export async function eventsWithDelivery(db: Kysely<DB>, endpointId: string, eve
   return new Set(rows.map((row) => row.event_id));
 }
 
-/** Pending deliveries not yet handed to their lane (recovered or replayed), oldest first, with what their attempts need. */
+/**
+ * Pending deliveries not yet handed to their lane (recovered or replayed),
+ * oldest first, with what their attempts need; on PostgreSQL locked, skipping
+ * those another feeder is handing over (SQLite's writers take turns anyway).
+ */
 export async function findUnqueued(db: Kysely<DB>, endpointId: string, limit: number): Promise<DeliveryToSend[]> {
-  const rows = await db
+  let query = db
     .selectFrom('deliveries as d')
     .innerJoin('events as e', 'e.id', 'd.event_id')
     .select(['d.id', 'd.event_type', 'e.payload'])
@@ -300,8 +304,9 @@ export async function findUnqueued(db: Kysely<DB>, endpointId: string, limit: nu
     .where('d.status', '=', 'pending')
     .where('d.next_attempt_at', 'is', null)
     .orderBy('d.id')
-    .limit(limit)
-    .execute();
+    .limit(limit);
+  if (dialectOf(db) === 'postgres') query = query.forUpdate('d').skipLocked();
+  const rows = await query.execute();
   return rows.map((row) => ({ deliveryId: row.id, eventType: row.event_type, payload: row.payload }));
 }
 

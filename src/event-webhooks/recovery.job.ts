@@ -12,7 +12,11 @@ import { countLaneJobs } from './recovery.repository.ts';
  * queued) to their endpoint's lane in batches, a batch whenever the lane has
  * fewer than a batch waiting, so that a window of a million neither sits in
  * memory nor floods the receiver: the lane's own limits pace the sending.
- * One per endpoint (keyed), made due by every recover and replay.
+ * Every transaction of a recover or replay that adds deliveries enqueues one,
+ * so each delivery added has a feeder that starts after it exists; feeders
+ * of one endpoint share the work (each batch is claimed with its rows
+ * locked, SKIP LOCKED on PostgreSQL; SQLite writers take turns), and one
+ * that finds nothing left ends.
  */
 export const feedJob = jobType<{ endpointId: string }>('webhook.feed');
 

@@ -53,7 +53,7 @@ export async function recoverFailed(deps: Deps, accountId: string, endpointId: s
   for (;;) {
     const chunk = await inTransaction(deps.db, async (tx) => {
       const reopened = await reopenFailed(tx.db, endpointId, fromId, toId, after, CHUNK);
-      if (reopened.count > 0) await deps.jobs.schedule(tx, feedJob, endpointId, { endpointId }, deps.clock.now());
+      if (reopened.count > 0) await deps.jobs.enqueue(tx, feedJob, [{ payload: { endpointId } }]);
       return reopened;
     });
     count += chunk.count;
@@ -88,7 +88,7 @@ export async function replayMissing(deps: Deps, accountId: string, endpointId: s
         const now = deps.clock.now();
         const rows = ids.filter((id) => !have.has(id)).map((id) => ({ ...newDeliveryRow(now, accountId, endpointId, { id, type }), next_attempt_at: null }));
         const added = await insertMissingDeliveries(tx.db, rows);
-        if (added > 0) await deps.jobs.schedule(tx, feedJob, endpointId, { endpointId }, now);
+        if (added > 0) await deps.jobs.enqueue(tx, feedJob, [{ payload: { endpointId } }]);
         return added;
       });
       if (ids.length < CHUNK) break;
