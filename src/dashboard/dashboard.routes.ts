@@ -23,6 +23,7 @@ export const PAGE_PATHS = [
   '/event-webhooks',
   '/event-webhooks/:id',
   '/machines',
+  '/events',
 ] as const;
 
 const SHELL = 'index.html';

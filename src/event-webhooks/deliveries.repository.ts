@@ -204,7 +204,7 @@ export async function findAttemptLog(db: Kysely<DB>, deliveryId: string): Promis
 export async function listDeliveryRows(
   db: Kysely<DB>,
   accountId: string,
-  { endpointId, status, eventType }: DeliveryFilters,
+  { endpointId, status, eventType, eventId }: DeliveryFilters,
   limit: number,
   before: string | undefined,
 ): Promise<DeliveriesTable[]> {
@@ -218,6 +218,7 @@ export async function listDeliveryRows(
     if (before !== undefined) query = query.where('id', '<', before);
     if (status !== undefined) query = query.where('status', '=', status);
     if (eventType !== undefined) query = query.where('event_type', '=', eventType);
+    if (eventId !== undefined) query = query.where('event_id', '=', eventId);
     // Wrapped: SQLite allows ORDER BY and LIMIT only on a whole compound select, not on its parts.
     return db.selectFrom(query.orderBy('id', 'desc').limit(limit).as('newest')).selectAll();
   };
@@ -249,6 +250,8 @@ export interface DeliveryFilters {
   endpointId?: string | undefined;
   status?: DeliveryStatus | undefined;
   eventType?: string | undefined;
+  /** One event's deliveries (the dashboard's Events page). */
+  eventId?: string | undefined;
 }
 
 /**

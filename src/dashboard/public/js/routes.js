@@ -1,6 +1,7 @@
 // Every page of the dashboard. The server answers the same paths with the
 // HTML shell (PAGE_PATHS in src/dashboard/dashboard.routes.ts): keep both in step.
 import { accountPage } from './pages/account.js';
+import { eventsPage } from './pages/events.js';
 import { apiKeysPage } from './pages/api-keys.js';
 import { forgotPasswordPage, resetPasswordPage, signInPage, signUpPage, verifyEmailPage } from './pages/auth.js';
 import { machinesPage } from './pages/machines.js';
@@ -45,4 +46,5 @@ export const ROUTES = [
   { path: '/event-webhooks', access: 'user', title: 'Event webhooks', page: webhooksPage },
   { path: '/event-webhooks/:id', access: 'user', title: 'Event webhook endpoint', page: webhookPage },
   { path: '/machines', access: 'user', title: 'Machines', page: machinesPage },
+  { path: '/events', access: 'user', title: 'Events', page: eventsPage },
 ];

@@ -53,7 +53,7 @@ function row(endpoint) {
       h('div', { class: 'table__primary' }, h('a', { href: `/event-webhooks/${encodeURIComponent(endpoint.id)}` }, endpoint.url)),
       endpoint.description ? h('div', { class: 'table__secondary' }, endpoint.description) : null),
     cell('Events', describeEvents(endpoint.events)),
-    cell('Status', endpoint.enabled ? badge('Active', 'success') : badge('Paused', 'neutral')),
+    cell('Status', endpoint.enabled ? badge('Active', 'success') : endpoint.disabledReason === 'failing' ? badge('Disabled: failing', 'danger') : badge('Paused', 'neutral')),
     cell('Created', timeElement(endpoint.createdAt)));
 }
 
