@@ -14,10 +14,16 @@ import { MINUTE, SECOND } from '../shared/clock.ts';
 export const retentionJob = jobType<Record<string, never>>('retention');
 
 /** Rows a pruner deletes per call, at most (each call one short transaction). */
-export const RETENTION_BATCH = 500;
-/** Work per run of the job before it lets other work in: then it goes on BACKLOG_PAUSE_MS later. */
-const RUN_BUDGET_MS = 100;
-const BACKLOG_PAUSE_MS = 100;
+export const RETENTION_BATCH = 250;
+/** Work per run of the job before it lets other work in. */
+const RUN_BUDGET_MS = 20;
+/**
+ * The share of time a backlog is worked on: after a run of `t` ms the next
+ * starts `t × (1 / DUTY − 1)` later, so a backlog of millions of rows takes
+ * about an eighth of the writer (SQLite has one) and of a core, and
+ * deliveries keep most of both (bench/retention.ts measures it).
+ */
+const DUTY = 0.12;
 
 export interface PruneContext {
   now: number;
@@ -53,11 +59,11 @@ export function retentionInterval(deps: Deps): number {
 }
 
 /** The job, its pruners and its counters: `retention_deleted_rows_total{kind}`. */
-export function createRetention(deps: Deps, registry: import('prom-client').Registry, options: { budgetMs?: number; pauseMs?: number } = {}) {
+export function createRetention(deps: Deps, registry: import('prom-client').Registry, options: { budgetMs?: number; duty?: number } = {}) {
   const pruners = new Map<string, Pruner>();
   const deletedRows = new Counter({ name: 'retention_deleted_rows_total', help: 'Rows deleted by retention, by kind', labelNames: ['kind'] as const, registers: [registry] });
   const budgetMs = options.budgetMs ?? RUN_BUDGET_MS;
-  const pauseMs = options.pauseMs ?? BACKLOG_PAUSE_MS;
+  const duty = options.duty ?? DUTY;
   /** Where each pruner stands in the current pass (this process's; another process starts its pass afresh). */
   let cursors = new Map<string, string | undefined>();
 
@@ -83,7 +89,8 @@ export function createRetention(deps: Deps, registry: import('prom-client').Regi
         }
         if (performance.now() - started > budgetMs) break passes;
       }
-      if (cursors.size > 0) return { status: 'later', at: deps.clock.now() + pauseMs };
+      const worked = performance.now() - started;
+      if (cursors.size > 0) return { status: 'later', at: deps.clock.now() + Math.ceil(worked * (1 / duty - 1)) };
       // The pass is done: the next one in an interval.
       cursors = new Map();
       return { status: 'later', at: deps.clock.now() + retentionInterval(deps) };
