@@ -125,7 +125,7 @@ describe('dashboard in Chromium: event history', () => {
 
   test('the Events page lists recent events with their deliveries', async () => {
     await page.goto(`${live.baseUrl}/event-webhooks`);
-    await page.getByRole('link', { name: 'Events', exact: true }).first().click();
+    await page.getByRole('link', { name: 'Event history' }).click();
     await page.waitForURL(`${live.baseUrl}/events`);
     const [newest] = (await call('GET', '/api/events')).json().data as Array<{ id: string; type: string }>;
     const row = page.locator(`tr[data-event-id="${newest!.id}"]`);

@@ -68,6 +68,6 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
     user,
     endpointId,
     guestPaths: ['/sign-in', '/sign-up', '/forgot-password', '/reset-password?token=not-a-real-token', '/verify-email?token=not-a-real-token', '/no-such-page', '/docs/errors'],
-    userPaths: ['/machines', '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys'],
+    userPaths: ['/machines', '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys', '/events'],
   };
 }

@@ -10,7 +10,6 @@ import { toast } from './toast.js';
 const NAV = [
   { href: '/machines', label: 'Machines' },
   { href: '/event-webhooks', label: 'Event webhooks' },
-  { href: '/events', label: 'Events' },
   { href: '/account', label: 'Account' },
 ];
 

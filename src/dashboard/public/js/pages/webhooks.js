@@ -40,7 +40,8 @@ export function webhooksPage() {
     pageHeader({
       title: 'Event webhooks',
       description: 'We POST signed JSON to your HTTPS endpoints when machines and runs change, and retry for about an hour when they fail.',
-      actions: [add],
+      // The account's events, as delivered (the top bar has no room for another entry at 768 px).
+      actions: [h('a', { class: 'btn', href: '/events' }, 'Event history'), add],
     }),
     card({ title: 'Endpoints', id: 'endpoints', flush: true, actions: [quota] }, body),
   ];
