@@ -89,6 +89,11 @@ interface BenchService {
   drop(): Promise<void>;
 }
 
+// The speed switches pass through, so a run can measure the service with one of them off.
+const speedSwitches = Object.fromEntries(
+  ['PG_PREPARED_STATEMENTS', 'PG_PIPELINED_BEGIN', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+);
+
 async function startService(env: Record<string, string> = {}): Promise<BenchService> {
   const pgSchema = databaseUrl ? await postgresSchema(databaseUrl) : null;
   const dir = await mkdtemp(join(tmpdir(), 'bench-delivery-'));
@@ -98,6 +103,7 @@ async function startService(env: Record<string, string> = {}): Promise<BenchServ
     MAIL_DIR: join(dir, 'mail'),
     LOG_LEVEL: 'silent',
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
+    ...speedSwitches,
     ...env,
   });
   const app = await buildApp(config, { logger: false, ...(pgSchema ? { databaseSchema: pgSchema.schema } : {}) });

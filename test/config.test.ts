@@ -46,7 +46,7 @@ describe('loadConfig', () => {
       retention: { periodMs: 30 * 86_400_000 },
       machines: { provider: 'simulated', bootMs: 2000 },
       jobs: { pollIntervalMs: 1000 },
-      performance: { pgPreparedStatements: true, sqliteGroupCommit: true, jobsHandover: true },
+      performance: { pgPreparedStatements: true, pgPipelinedBegin: true, sqliteGroupCommit: true, jobsHandover: true },
       passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
     });
     assert.deepEqual(DEFAULT_PASSWORD_HASH_COST, { memoryKiB: 19 * 1024, passes: 2, parallelism: 1 });
@@ -64,12 +64,13 @@ describe('loadConfig', () => {
   });
 
   test('the speed options PG_PREPARED_STATEMENTS, SQLITE_GROUP_COMMIT and JOBS_HANDOVER: on by default, each a switch', () => {
-    assert.deepEqual(loadConfig({ PG_PREPARED_STATEMENTS: 'off', SQLITE_GROUP_COMMIT: 'no', JOBS_HANDOVER: '0' }).performance, {
+    assert.deepEqual(loadConfig({ PG_PREPARED_STATEMENTS: 'off', PG_PIPELINED_BEGIN: 'false', SQLITE_GROUP_COMMIT: 'no', JOBS_HANDOVER: '0' }).performance, {
       pgPreparedStatements: false,
+      pgPipelinedBegin: false,
       sqliteGroupCommit: false,
       jobsHandover: false,
     });
-    for (const variable of ['PG_PREPARED_STATEMENTS', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER']) {
+    for (const variable of ['PG_PREPARED_STATEMENTS', 'PG_PIPELINED_BEGIN', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER']) {
       assert.throws(() => loadConfig({ [variable]: 'fast' }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `));
     }
   });

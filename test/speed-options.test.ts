@@ -7,18 +7,18 @@ import { BOOT_MS, createMachine, newOwner, workerPass } from './support/machines
 
 /**
  * The speed options (bench/RESULTS.md) change how fast, never what: with all
- * three off, on either engine, the service does the same, by its plain paths
- * (every statement unnamed, every SQLite transaction its own commit, every
+ * four off, on either engine, the service does the same, by its plain paths
+ * (every statement unnamed, every BEGIN a round trip of its own, every SQLite transaction its own commit, every
  * job claimed by a poll that the commit wakes).
  */
-describe('with PG_PREPARED_STATEMENTS, SQLITE_GROUP_COMMIT and JOBS_HANDOVER off', () => {
+describe('with PG_PREPARED_STATEMENTS, PG_PIPELINED_BEGIN, SQLITE_GROUP_COMMIT and JOBS_HANDOVER off', () => {
   let ctx: TestContext;
   let user: TestUser;
   let hook: Receiver;
 
   before(async () => {
     ctx = await createTestApp({
-      env: { PG_PREPARED_STATEMENTS: 'off', SQLITE_GROUP_COMMIT: 'off', JOBS_HANDOVER: 'off', MACHINE_BOOT_MS: String(BOOT_MS) },
+      env: { PG_PREPARED_STATEMENTS: 'off', PG_PIPELINED_BEGIN: 'off', SQLITE_GROUP_COMMIT: 'off', JOBS_HANDOVER: 'off', MACHINE_BOOT_MS: String(BOOT_MS) },
       buildOptions: { runnerOptions: { pollIntervalMs: 3_600_000 } },
     });
     user = await registerUser(ctx);

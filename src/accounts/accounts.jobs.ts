@@ -27,6 +27,9 @@ export const TOKEN_LIFETIME: Record<EmailTokenPurpose, number> = { verify_email:
 /** 5 s doubling to at most an hour, for about a day: then the mail is given up (and logged). */
 export const mailRetryDelay = exponentialBackoff({ firstMs: 5000, maxMs: HOUR, attempts: 35 });
 
+/** Twice the longest send, by the jobs module's rule: a mail whose process dies mid-send waits this long to be taken over. */
+export const MAIL_LEASE_MS = 2 * LONGEST_SEND_MS + 1000;
+
 const SENT: Outcome = { status: 'done' };
 
 async function issueEmailToken(deps: Deps, accountId: string, purpose: EmailTokenPurpose): Promise<string> {
@@ -40,7 +43,7 @@ function mailKind<Payload>(type: ReturnType<typeof jobType<Payload>>, send: (pay
   return {
     type,
     concurrency: 4,
-    leaseMs: 2 * LONGEST_SEND_MS + 1000,
+    leaseMs: MAIL_LEASE_MS,
     retryDelay: mailRetryDelay,
     perform: async (job) => {
       await send(job.payload);

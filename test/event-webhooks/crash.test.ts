@@ -131,9 +131,10 @@ describe('crash safety of deliveries', { timeout: 120_000 }, () => {
   });
 
   test('SIGTERM lets the attempts in flight finish and records them before exiting', async () => {
-    const slow = await startReceiver(() => ({ status: 200, delayMs: 600 }));
+    // Slow enough to be caught in flight, well inside this service's timeout even on a loaded machine.
+    const slow = await startReceiver(() => ({ status: 200, delayMs: 1500 }));
     try {
-      const service = await start();
+      const service = await start({ WEBHOOK_TIMEOUT_MS: '5000' });
       const json = { 'content-type': 'application/json', origin: service.url };
       const registered = await fetch(`${service.url}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email: 'graceful@example.com', password: 'correct horse battery', name: 'G' }) });
       const cookie = String(registered.headers.get('set-cookie')).split(';')[0]!;

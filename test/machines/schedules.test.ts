@@ -153,10 +153,14 @@ describe('schedules', () => {
       ctx.clock.set(at(11, 0) - 1000);
       const other = await createMachine(owner, { name: 'booting-meanwhile' });
       ctx.clock.set(at(11, 0));
+      // The tick and the boot are both due now, in either order: first the run under way, in its own job.
+      const run = await eventually(async () => {
+        const [latest] = (await owner.call('GET', `/api/machines/${busy.id}/runs`)).json().data;
+        return latest?.status === 'running' ? latest : undefined;
+      }, 10_000, 'the scheduled run under way');
       // The command does not finish until the boot has: if the boot waited for it, this would never end.
       await eventually(async () => ((await owner.call('GET', `/api/machines/${other.id}`)).json().status === 'running' ? true : undefined), 10_000, 'the boot, while the command runs');
-      const [run] = (await owner.call('GET', `/api/machines/${busy.id}/runs`)).json().data;
-      assert.equal(run.status, 'running', 'the run is under way in its own job');
+      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'running', 'the run is still under way');
       finishCommand();
       await runsSettled(ctx);
       assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'succeeded');
