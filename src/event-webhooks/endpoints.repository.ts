@@ -122,6 +122,11 @@ export async function startFailingClock(db: Kysely<DB>, id: string, at: number):
   await db.updateTable('event_endpoints').set({ failing_since: at }).where('id', '=', id).where('failing_since', 'is', null).execute();
 }
 
+/** An endpoint by id alone, whoever owns it (background work that starts from the id). */
+export async function findEndpointById(db: Kysely<DB>, id: string): Promise<EventEndpointsTable | undefined> {
+  return db.selectFrom('event_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
 /** Enabled endpoints whose failing clock runs (a partial index holds just these). */
 export async function findFailingEndpoints(db: Kysely<DB>): Promise<Array<Pick<EventEndpointsTable, 'id' | 'account_id' | 'url' | 'failing_since' | 'warned_at'>>> {
   return db

@@ -8,7 +8,7 @@ import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.t
 import { MINUTE, SECOND, toIso } from '../shared/clock.ts';
 import { attemptsBetween } from './deliveries.repository.ts';
 import { endpointDisabledMail, endpointFailingMail, type FailingEndpoint } from './event-webhooks.mail.ts';
-import { disableFailing, findEndpointRow, findFailingEndpoints, markWarned } from './endpoints.repository.ts';
+import { disableFailing, findEndpointById, findFailingEndpoints, markWarned } from './endpoints.repository.ts';
 
 /**
  * Auto-disable (CONTRACT 13). The delivery job keeps each endpoint's failing
@@ -75,11 +75,9 @@ function mailKind(deps: Deps, mailer: Mailer, type: typeof failingMailJob, compo
     // 5 s doubling to at most an hour, for about a day (as account mails are retried).
     retryDelay: exponentialBackoff({ firstMs: 5 * SECOND, maxMs: 60 * MINUTE, attempts: 35 }),
     async perform({ payload }) {
-      const row = await deps.db.selectFrom('event_endpoints').select(['account_id']).where('id', '=', payload.endpointId).executeTakeFirst();
+      const endpoint = await findEndpointById(deps.db, payload.endpointId);
       // Deleted meanwhile: nothing to tell.
-      if (row === undefined) return { status: 'done' };
-      const endpoint = await findEndpointRow(deps.db, row.account_id, payload.endpointId);
-      const account = await findAccountById(deps.db, row.account_id);
+      const account = endpoint && (await findAccountById(deps.db, endpoint.account_id));
       if (endpoint === undefined || account === undefined) return { status: 'done' };
       await mailer.send(compose({ id: endpoint.id, url: endpoint.url, failingSince: toIso(payload.failingSince) }, account));
       return { status: 'done' };
