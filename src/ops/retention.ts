@@ -1,4 +1,5 @@
 import { Counter } from 'prom-client';
+import { dialectOf } from '../db/connect.ts';
 import type { Deps } from '../deps.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import { jobType, type JobKind } from '../jobs/job-kind.ts';
@@ -16,14 +17,15 @@ export const retentionJob = jobType<Record<string, never>>('retention');
 /** Rows a pruner deletes per call, at most (each call one short transaction). */
 export const RETENTION_BATCH = 250;
 /** Work per run of the job before it lets other work in. */
-const RUN_BUDGET_MS = 20;
+const RUN_BUDGET_MS = { sqlite: 20, postgres: 100 } as const;
 /**
  * The share of time a backlog is worked on: after a run of `t` ms the next
- * starts `t × (1 / DUTY − 1)` later, so a backlog of millions of rows takes
- * about an eighth of the writer (SQLite has one) and of a core, and
- * deliveries keep most of both (bench/retention.ts measures it).
+ * starts `t × (1 / duty − 1)` later. On SQLite, whose single writer runs in
+ * this process's thread, about an eighth, so deliveries keep most of both;
+ * on PostgreSQL, where the deletes run in the server and lock only their own
+ * rows, half (bench/retention.ts measures both).
  */
-const DUTY = 0.12;
+const DUTY = { sqlite: 0.12, postgres: 0.5 } as const;
 
 export interface PruneContext {
   now: number;
@@ -62,8 +64,8 @@ export function retentionInterval(deps: Deps): number {
 export function createRetention(deps: Deps, registry: import('prom-client').Registry, options: { budgetMs?: number; duty?: number } = {}) {
   const pruners = new Map<string, Pruner>();
   const deletedRows = new Counter({ name: 'retention_deleted_rows_total', help: 'Rows deleted by retention, by kind', labelNames: ['kind'] as const, registers: [registry] });
-  const budgetMs = options.budgetMs ?? RUN_BUDGET_MS;
-  const duty = options.duty ?? DUTY;
+  const budgetMs = options.budgetMs ?? RUN_BUDGET_MS[dialectOf(deps.db)];
+  const duty = options.duty ?? DUTY[dialectOf(deps.db)];
   /** Where each pruner stands in the current pass (this process's; another process starts its pass afresh). */
   let cursors = new Map<string, string | undefined>();
 
