@@ -17,7 +17,7 @@ export const retentionJob = jobType<Record<string, never>>('retention');
 /** Rows a pruner deletes per call, at most (each call one short transaction). */
 export const RETENTION_BATCH = 250;
 /** Work per run of the job before it lets other work in. */
-const RUN_BUDGET_MS = { sqlite: 20, postgres: 100 } as const;
+const RUN_BUDGET_MS = { sqlite: 20, postgres: 50 } as const;
 /**
  * The share of time a backlog is worked on: after a run of `t` ms the next
  * starts `t × (1 / duty − 1)` later. On SQLite, whose single writer runs in
