@@ -14,6 +14,13 @@ export interface WebhookConfig {
   retryDelaysMs: readonly number[];
   maxAttempts: number;
   allowPrivateTargets: boolean;
+  /** WEBHOOK_DISABLE_AFTER: an endpoint failing this long (a failure in each fifth of it, no success) is disabled. */
+  disableAfterMs: number;
+}
+
+export interface RetentionConfig {
+  /** RETENTION: events, finished deliveries and finished runs older than this are deleted. */
+  periodMs: number;
 }
 
 export interface MachinesConfig {
@@ -82,6 +89,7 @@ export interface Config {
   jobs: JobsConfig;
   billing: BillingConfig;
   mcp: McpConfig;
+  retention: RetentionConfig;
   performance: PerformanceConfig;
   passwordHashCost: PasswordHashCost;
 }
@@ -119,6 +127,10 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       retryDelaysMs: parseDurationList('WEBHOOK_RETRY_DELAYS', env.WEBHOOK_RETRY_DELAYS ?? '30s,1m,2m,4m,8m,16m,32m,60m'),
       maxAttempts: parseInteger('WEBHOOK_MAX_ATTEMPTS', env.WEBHOOK_MAX_ATTEMPTS, 8, 1, 100),
       allowPrivateTargets: parseSwitch('WEBHOOK_ALLOW_PRIVATE_TARGETS', env.WEBHOOK_ALLOW_PRIVATE_TARGETS, false),
+      disableAfterMs: parseDuration('WEBHOOK_DISABLE_AFTER', env.WEBHOOK_DISABLE_AFTER, 5 * 86_400_000, 5_000),
+    },
+    retention: {
+      periodMs: parseDuration('RETENTION', env.RETENTION, 30 * 86_400_000, 10_000),
     },
     machines: {
       provider: parseMachineProvider(env.MACHINE_PROVIDER),
@@ -133,7 +145,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     billing: {
       enabled: parseSwitch('BILLING', env.BILLING, true),
       pricesMicrosPerHour: parsePrices(env.MACHINE_PRICES ?? 'small=0.05,medium=0.10,large=0.20'),
-      meteringIntervalMs: parseDuration('METERING_INTERVAL', env.METERING_INTERVAL ?? '60s', 100, 3_600_000),
+      meteringIntervalMs: parseDuration('METERING_INTERVAL', env.METERING_INTERVAL, 60_000, 100, 3_600_000),
       welcomeCreditMicros: parseUsd('WELCOME_CREDIT', env.WELCOME_CREDIT ?? '10.00'),
       lowBalanceMicros: parseUsd('LOW_BALANCE', env.LOW_BALANCE ?? '1.00'),
       paymentProvider: parsePaymentProvider(env.PAYMENT_PROVIDER),
@@ -227,13 +239,6 @@ function parsePrices(value: string): Record<string, number> {
   return prices;
 }
 
-function parseDuration(variable: string, value: string, min: number, max: number): number {
-  const [ms] = parseDurationList(variable, value);
-  if (value.includes(',')) fail(variable, 'must be one duration like 60s', value);
-  if (ms! < min || ms! > max) fail(variable, `must be between ${min} ms and ${max / 3_600_000} h`, value);
-  return ms!;
-}
-
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 function parseLogLevel(value: string | undefined): string {
@@ -280,6 +285,18 @@ function parseSmtpUrl(value: string | undefined): string | null {
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** One duration with a unit (`30d`, `12h`, `90m`, `30s`, `500ms`), from `min` to `max` milliseconds. */
+function parseDuration(variable: string, value: string | undefined, fallback: number, min: number, max = Number.POSITIVE_INFINITY): number {
+  const text = value?.trim();
+  if (text === undefined || text === '') return fallback;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text);
+  if (!match) return fail(variable, 'must be a duration like 30d, 12h or 90m (units ms, s, m, h, d)', value);
+  const parsed = Math.round(Number(match[1]) * (match[2] === 'd' ? 86_400_000 : DURATION_UNITS[match[2]!]!));
+  if (parsed < min) fail(variable, `must be at least ${min < 1000 ? `${min} ms` : `${min / 1000} s`}`, value);
+  if (parsed > max) fail(variable, `must be at most ${max / 60_000} min`, value);
+  return parsed;
+}
 
 /** Parses `30s,1m,2m` into milliseconds. */
 export function parseDurationList(variable: string, value: string): number[] {

@@ -41,7 +41,9 @@ describe('loadConfig', () => {
         retryDelaysMs: [30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000],
         maxAttempts: 8,
         allowPrivateTargets: false,
+        disableAfterMs: 5 * 86_400_000,
       },
+      retention: { periodMs: 30 * 86_400_000 },
       machines: { provider: 'simulated', bootMs: 2000 },
       jobs: { pollIntervalMs: 1000 },
       billing: {
@@ -214,6 +216,17 @@ describe('loadConfig', () => {
       for (const value of ['on', 'ON', 'true', 'yes', '1', ' on ']) assert.equal(read(value), true, `${variable}=${value}`);
       for (const value of ['off', 'Off', 'false', 'no', '0']) assert.equal(read(value), false, `${variable}=${value}`);
       for (const value of ['maybe', '2', 'enabled']) assertRejects({ [variable]: value }, variable);
+    }
+  });
+
+  test('RETENTION and WEBHOOK_DISABLE_AFTER: durations with a unit, bounded below', () => {
+    const config = loadConfig({ RETENTION: '7d', WEBHOOK_DISABLE_AFTER: '36h' });
+    assert.equal(config.retention.periodMs, 7 * 86_400_000);
+    assert.equal(config.webhook.disableAfterMs, 36 * 3_600_000);
+    assert.equal(loadConfig({ RETENTION: ' 90m ', WEBHOOK_DISABLE_AFTER: '1.5d' }).retention.periodMs, 90 * 60_000);
+    assert.equal(loadConfig({ WEBHOOK_DISABLE_AFTER: '1.5d' }).webhook.disableAfterMs, 36 * 3_600_000);
+    for (const [variable, value] of [['RETENTION', '30'], ['RETENTION', '1s'], ['RETENTION', 'forever'], ['WEBHOOK_DISABLE_AFTER', '-1d'], ['WEBHOOK_DISABLE_AFTER', '1s']]) {
+      assert.throws(() => loadConfig({ [variable!]: value }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `), `${variable}=${value}`);
     }
   });
 

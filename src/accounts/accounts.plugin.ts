@@ -3,8 +3,8 @@ import { Gauge } from 'prom-client';
 import { passwordHashingLoad } from './passwords.ts';
 import { accountMailKinds } from './accounts.jobs.ts';
 import { accountsRoutes } from './accounts.routes.ts';
-import { deleteSpentEmailTokens } from './email-tokens.repository.ts';
-import { deleteIdleSessions } from './sessions.repository.ts';
+import { deleteSpentEmailTokens, spentEmailTokenHashes } from './email-tokens.repository.ts';
+import { deleteIdleSessions, idleSessionIds } from './sessions.repository.ts';
 import { authenticateSession, readSessionCookie, SESSION_IDLE_MS } from './sessions.service.ts';
 
 /** Accounts and sessions: the session cookie as a credential (in every role), and the routes where the role serves the API. */
@@ -12,8 +12,9 @@ export const accountsPlugin = fp(
   async (app) => {
     app.credentials.cookie({ read: readSessionCookie, authenticate: authenticateSession });
     for (const kind of accountMailKinds(app.deps, app.mailer)) app.jobs.register(kind);
-    app.maintenance.add('idle sessions', (now) => deleteIdleSessions(app.deps.db, now - SESSION_IDLE_MS));
-    app.maintenance.add('spent emailed links', (now) => deleteSpentEmailTokens(app.deps.db, now));
+    const { db } = app.deps;
+    app.retention.addKeyed('sessions', ({ now }, after, limit) => idleSessionIds(db, now - SESSION_IDLE_MS, after, limit), ({ now }, ids) => deleteIdleSessions(db, now - SESSION_IDLE_MS, ids));
+    app.retention.addKeyed('email_tokens', ({ now }, after, limit) => spentEmailTokenHashes(db, now, after, limit), ({ now }, hashes) => deleteSpentEmailTokens(db, now, hashes));
     // Process-wide, like the hashing queue itself: its depth is the first sign of a sign-in flood.
     new Gauge({
       name: 'password_hashes_in_progress',

@@ -53,6 +53,19 @@ export async function retireEmailTokens(db: Kysely<DB>, accountId: string, purpo
     .execute();
 }
 
-export async function deleteSpentEmailTokens(db: Kysely<DB>, now: number): Promise<void> {
-  await db.deleteFrom('email_tokens').where((eb) => eb.or([eb('expires_at', '<', now), eb('used_at', 'is not', null)])).execute();
+/** Used or expired links, a batch for retention: their hashes after `after`, in order. */
+export async function spentEmailTokenHashes(db: Kysely<DB>, now: number, after: string | undefined, limit: number): Promise<string[]> {
+  let query = db.selectFrom('email_tokens').select('token_hash').where((eb) => eb.or([eb('expires_at', '<', now), eb('used_at', 'is not', null)]));
+  if (after !== undefined) query = query.where('token_hash', '>', after);
+  return (await query.orderBy('token_hash').limit(limit).execute()).map((row) => row.token_hash);
+}
+
+export async function deleteSpentEmailTokens(db: Kysely<DB>, now: number, hashes: readonly string[]): Promise<number> {
+  if (hashes.length === 0) return 0;
+  const result = await db
+    .deleteFrom('email_tokens')
+    .where('token_hash', 'in', hashes)
+    .where((eb) => eb.or([eb('expires_at', '<', now), eb('used_at', 'is not', null)]))
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
 }

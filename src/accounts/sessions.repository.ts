@@ -36,6 +36,16 @@ export async function deleteSessionsOfAccount(db: Kysely<DB>, accountId: string,
   await query.execute();
 }
 
-export async function deleteIdleSessions(db: Kysely<DB>, lastSeenBefore: number): Promise<void> {
-  await db.deleteFrom('sessions').where('last_seen_at', '<', lastSeenBefore).execute();
+/** Sessions idle since before `lastSeenBefore`, a batch for retention: their ids after `after`, in order. */
+export async function idleSessionIds(db: Kysely<DB>, lastSeenBefore: number, after: string | undefined, limit: number): Promise<string[]> {
+  let query = db.selectFrom('sessions').select('id').where('last_seen_at', '<', lastSeenBefore);
+  if (after !== undefined) query = query.where('id', '>', after);
+  return (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
+}
+
+/** Deletes these sessions if still idle (one used meanwhile stays); answers how many. */
+export async function deleteIdleSessions(db: Kysely<DB>, lastSeenBefore: number, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db.deleteFrom('sessions').where('id', 'in', ids).where('last_seen_at', '<', lastSeenBefore).executeTakeFirst();
+  return Number(result.numDeletedRows);
 }

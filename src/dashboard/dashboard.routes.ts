@@ -26,6 +26,7 @@ export const PAGE_PATHS = [
   '/event-webhooks/:id',
   '/machines',
   '/billing',
+  '/events',
 ] as const;
 
 const SHELL = 'index.html';

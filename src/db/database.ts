@@ -2,7 +2,7 @@ import type { AccountsTable, EmailTokensTable, SessionsTable } from '../accounts
 import type { ApiKeysTable } from '../api-keys/api-keys.tables.ts';
 import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
 import type { EventsTable } from '../events/events.tables.ts';
-import type { DeliveriesTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
+import type { DeliveriesTable, DeliveryAttemptsTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
 import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable } from '../billing/billing.tables.ts';
@@ -19,6 +19,7 @@ export interface DB {
   events: EventsTable;
   event_endpoints: EventEndpointsTable;
   deliveries: DeliveriesTable;
+  delivery_attempts: DeliveryAttemptsTable;
   machines: MachinesTable;
   pools: PoolsTable;
   live_views: LiveViewsTable;

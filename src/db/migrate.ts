@@ -6,6 +6,7 @@ import * as machines from './migrations/0003_machines.ts';
 import * as machineReliability from './migrations/0004_machine_reliability.ts';
 import * as jobs from './migrations/0005_jobs.ts';
 import * as billing from './migrations/0006_billing.ts';
+import * as eventHistory from './migrations/0007_event_history.ts';
 import * as oauth from './migrations/0008_oauth.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
@@ -18,6 +19,7 @@ const migrations: Record<string, Migration> = {
   '0004_machine_reliability': machineReliability,
   '0005_jobs': jobs,
   '0006_billing': billing,
+  '0007_event_history': eventHistory,
   '0008_oauth': oauth,
 };
 

@@ -1,9 +1,11 @@
-import type { Kysely } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
+import { dialectOf } from '../db/connect.ts';
+import { inTransaction } from '../db/transaction.ts';
 import { insertRows, updateRows, type AnyRows, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
-import type { DeliveriesTable, DeliveryStatus } from './event-webhooks.tables.ts';
+import type { DeliveriesTable, DeliveryAttemptsTable, DeliveryStatus } from './event-webhooks.tables.ts';
 
 /**
  * Every statement on `deliveries`. A new field of the delivery record is a
@@ -115,6 +117,8 @@ export async function findDeliveriesToSend(db: Kysely<DB>, ids: readonly string[
 /** One attempt's record on its delivery. */
 export interface AttemptRecord {
   id: string;
+  endpointId: string;
+  ok: boolean;
   status: DeliveryStatus;
   nextAttemptAt: number | null;
   responseStatus: number | null;
@@ -124,8 +128,13 @@ export interface AttemptRecord {
   at: number;
 }
 
-/** Records attempts, a batch per statement: the outcome, and one more attempt made. */
+/**
+ * Records attempts, a batch per statement: the outcome on the delivery (one
+ * more attempt made), then the batch's entries of the attempt log, each
+ * numbered with its delivery's attempt count as just updated.
+ */
 export async function recordAttempts(db: Kysely<DB>, attempts: readonly AttemptRecord[]): Promise<void> {
+  if (attempts.length === 0) return;
   await updateRows<Partial<DeliveriesTable>>(
     db,
     'deliveries',
@@ -142,6 +151,46 @@ export async function recordAttempts(db: Kysely<DB>, attempts: readonly AttemptR
     })),
     { also: 'attempts = deliveries.attempts + 1' },
   );
+  await insertAttemptLog(db, attempts);
+}
+
+/** The attempt log's columns as a batch writes them; `n` is read from the delivery. */
+const LOG_COLUMNS = [['delivery_id', 'text'], ['endpoint_id', 'text'], ['at', 'bigint'], ['ok', 'integer'], ['status', 'integer'], ['duration_ms', 'integer'], ['error', 'text'], ['body', 'text']] as const;
+const logTexts = new Map<string, string>();
+
+/** `INSERT … SELECT` from a VALUES list: one statement per batch, its text kept per size (as db/batch.ts does). */
+async function insertAttemptLog(db: Kysely<DB>, attempts: readonly AttemptRecord[]): Promise<void> {
+  const dialect = dialectOf(db);
+  const key = `${dialect}:${attempts.length}`;
+  let text = logTexts.get(key);
+  if (text === undefined) {
+    let p = 0;
+    const placeholder = (type: string) => (dialect === 'sqlite' ? '?' : `$${++p}::${type}`);
+    const values = attempts.map(() => `(${LOG_COLUMNS.map(([, type]) => placeholder(type)).join(', ')})`).join(', ');
+    const renamed = LOG_COLUMNS.map(([name], i) => `column${i + 1} as ${name}`).join(', ');
+    const names = LOG_COLUMNS.map(([name]) => name).join(', ');
+    text = `insert into delivery_attempts (n, ${names}) select d.attempts, ${LOG_COLUMNS.map(([name]) => `v.${name}`).join(', ')} from (select ${renamed} from (values ${values}) as entries) as v join deliveries d on d.id = v.delivery_id`;
+    if (logTexts.size > 500) logTexts.clear();
+    logTexts.set(key, text);
+  }
+  const parameters: unknown[] = [];
+  for (const a of attempts) parameters.push(a.id, a.endpointId, a.at, a.ok ? 1 : 0, a.responseStatus, a.durationMs, a.error, a.body);
+  await db.executeQuery(CompiledQuery.raw(text, parameters));
+}
+
+/** CONTRACT 13: one entry of a delivery's attempt log. */
+export interface AttemptLogEntry {
+  n: number;
+  at: string;
+  status: number | null;
+  durationMs: number;
+  error: string | null;
+  body: string | null;
+}
+
+export async function findAttemptLog(db: Kysely<DB>, deliveryId: string): Promise<AttemptLogEntry[]> {
+  const rows: DeliveryAttemptsTable[] = await db.selectFrom('delivery_attempts').selectAll().where('delivery_id', '=', deliveryId).orderBy('n').execute();
+  return rows.map((row) => ({ n: row.n, at: toIso(Number(row.at)), status: row.status, durationMs: row.duration_ms, error: row.error, body: row.body }));
 }
 
 
@@ -155,7 +204,7 @@ export async function recordAttempts(db: Kysely<DB>, attempts: readonly AttemptR
 export async function listDeliveryRows(
   db: Kysely<DB>,
   accountId: string,
-  endpointId: string | undefined,
+  { endpointId, status, eventType, eventId }: DeliveryFilters,
   limit: number,
   before: string | undefined,
 ): Promise<DeliveriesTable[]> {
@@ -167,6 +216,9 @@ export async function listDeliveryRows(
   const newestOf = (id: string) => {
     let query = db.selectFrom('deliveries').selectAll().where('endpoint_id', '=', id).where('account_id', '=', accountId);
     if (before !== undefined) query = query.where('id', '<', before);
+    if (status !== undefined) query = query.where('status', '=', status);
+    if (eventType !== undefined) query = query.where('event_type', '=', eventType);
+    if (eventId !== undefined) query = query.where('event_id', '=', eventId);
     // Wrapped: SQLite allows ORDER BY and LIMIT only on a whole compound select, not on its parts.
     return db.selectFrom(query.orderBy('id', 'desc').limit(limit).as('newest')).selectAll();
   };
@@ -192,3 +244,110 @@ export async function restartDelivery(db: Kysely<DB>, accountId: string, id: str
     .executeTakeFirst();
 }
 
+
+/** Filters of the deliveries listing (CONTRACT 13). */
+export interface DeliveryFilters {
+  endpointId?: string | undefined;
+  status?: DeliveryStatus | undefined;
+  eventType?: string | undefined;
+  /** One event's deliveries (the dashboard's Events page). */
+  eventId?: string | undefined;
+}
+
+/**
+ * Failed deliveries of an endpoint created in [fromId, toId), after `after`,
+ * at most `limit`, become pending and unqueued (the feeder hands them to the
+ * lane). Answers how many, and the last id looked at (to go on from).
+ */
+export async function reopenFailed(
+  db: Kysely<DB>,
+  endpointId: string,
+  fromId: string,
+  toId: string,
+  after: string | undefined,
+  limit: number,
+): Promise<{ count: number; last: string | undefined; more: boolean }> {
+  let query = db.selectFrom('deliveries').select('id').where('endpoint_id', '=', endpointId).where('id', '>=', fromId).where('id', '<', toId).where('status', '=', 'failed');
+  if (after !== undefined) query = query.where('id', '>', after);
+  const ids = (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
+  if (ids.length === 0) return { count: 0, last: undefined, more: false };
+  const result = await db.updateTable('deliveries').set({ status: 'pending', next_attempt_at: null }).where('id', 'in', ids).where('status', '=', 'failed').executeTakeFirst();
+  return { count: Number(result.numUpdatedRows), last: ids.at(-1), more: ids.length === limit };
+}
+
+/** New deliveries, except where the event already has one to the endpoint: answers how many were added. */
+export async function insertMissingDeliveries(db: Kysely<DB>, rows: readonly DeliveriesTable[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  const result = await db
+    .insertInto('deliveries')
+    .values([...rows])
+    .onConflict((oc) => oc.columns(['event_id', 'endpoint_id']).doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0n);
+}
+
+/** Of these events, those with a delivery to the endpoint. */
+export async function eventsWithDelivery(db: Kysely<DB>, endpointId: string, eventIds: readonly string[]): Promise<Set<string>> {
+  if (eventIds.length === 0) return new Set();
+  const rows = await db.selectFrom('deliveries').select('event_id').where('event_id', 'in', eventIds).where('endpoint_id', '=', endpointId).execute();
+  return new Set(rows.map((row) => row.event_id));
+}
+
+/**
+ * Pending deliveries not yet handed to their lane (recovered or replayed),
+ * oldest first, with what their attempts need; on PostgreSQL locked, skipping
+ * those another feeder is handing over (SQLite's writers take turns anyway).
+ */
+export async function findUnqueued(db: Kysely<DB>, endpointId: string, limit: number): Promise<DeliveryToSend[]> {
+  let query = db
+    .selectFrom('deliveries as d')
+    .innerJoin('events as e', 'e.id', 'd.event_id')
+    .select(['d.id', 'd.event_type', 'e.payload'])
+    .where('d.endpoint_id', '=', endpointId)
+    .where('d.status', '=', 'pending')
+    .where('d.next_attempt_at', 'is', null)
+    .orderBy('d.id')
+    .limit(limit);
+  if (dialectOf(db) === 'postgres') query = query.forUpdate('d').skipLocked();
+  const rows = await query.execute();
+  return rows.map((row) => ({ deliveryId: row.id, eventType: row.event_type, payload: row.payload }));
+}
+
+/** Handed to the lane: due from now. */
+export async function markQueued(db: Kysely<DB>, ids: readonly string[], now: number): Promise<void> {
+  if (ids.length === 0) return;
+  await db.updateTable('deliveries').set({ next_attempt_at: now }).where('id', 'in', ids).where('status', '=', 'pending').where('next_attempt_at', 'is', null).execute();
+}
+
+/** Whether the endpoint has a failed attempt in [from, to) (an index probe), and whether it has a successful one. */
+export async function attemptsBetween(db: Kysely<DB>, endpointId: string, from: number, to: number, ok: boolean): Promise<boolean> {
+  const row = await db
+    .selectFrom('delivery_attempts')
+    .select('at')
+    .where('endpoint_id', '=', endpointId)
+    .where('at', '>=', from)
+    .where('at', '<', to)
+    .where('ok', '=', ok ? 1 : 0)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Finished deliveries made before `before`, a batch for retention: their ids after `after`, in order. Pending ones are never taken. */
+export async function finishedDeliveryIdsBefore(db: Kysely<DB>, before: string, after: string | undefined, limit: number): Promise<string[]> {
+  let query = db.selectFrom('deliveries').select('id').where('id', '<', before).where('status', '!=', 'pending');
+  if (after !== undefined) query = query.where('id', '>', after);
+  return (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
+}
+
+/** Deletes these deliveries, if still finished, with their attempt logs; answers the rows deleted of each. */
+export async function deleteFinishedDeliveries(db: Kysely<DB>, ids: readonly string[]): Promise<{ deliveries: number; attempts: number }> {
+  if (ids.length === 0) return { deliveries: 0, attempts: 0 };
+  return inTransaction(db, async (tx) => {
+    const finished = (await tx.db.selectFrom('deliveries').select('id').where('id', 'in', ids).where('status', '!=', 'pending').execute()).map((row) => row.id);
+    if (finished.length === 0) return { deliveries: 0, attempts: 0 };
+    const attempts = await tx.db.deleteFrom('delivery_attempts').where('delivery_id', 'in', finished).executeTakeFirst();
+    const deliveries = await tx.db.deleteFrom('deliveries').where('id', 'in', finished).where('status', '!=', 'pending').executeTakeFirst();
+    return { deliveries: Number(deliveries.numDeletedRows), attempts: Number(attempts.numDeletedRows) };
+  });
+}

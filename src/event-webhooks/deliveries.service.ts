@@ -7,7 +7,10 @@ import { eventRow, newEnvelope } from '../events/envelope.ts';
 import { insertEvent } from '../events/events.repository.ts';
 import { conflict, notFound } from '../http/errors.ts';
 import {
+  findAttemptLog,
   findDeliveryRow,
+  type AttemptLogEntry,
+  type DeliveryFilters,
   insertDeliveries,
   listDeliveryRows,
   newDeliveryRow,
@@ -64,7 +67,7 @@ export async function sendTestEvent(deps: Deps, { sender, metrics }: TestSending
   metrics.finished(status);
   try {
     await recordAttempts(deps.db, [
-      { id: delivery.id, status, nextAttemptAt: null, responseStatus: result.status, body: result.body, error: result.error, durationMs: result.durationMs, at: deps.clock.now() },
+      { id: delivery.id, endpointId, ok: result.ok, status, nextAttemptAt: null, responseStatus: result.status, body: result.body, error: result.error, durationMs: result.durationMs, at: deps.clock.now() },
     ]);
   } catch (err) {
     // The receiver has had its test; the caller gets the answer even if the record keeps saying "interrupted".
@@ -74,17 +77,21 @@ export async function sendTestEvent(deps: Deps, { sender, metrics }: TestSending
 }
 
 /** @throws AppError 404 when the endpoint filter names an unknown endpoint. */
-export async function listDeliveries(
-  db: Kysely<DB>,
-  accountId: string,
-  endpointId: string | undefined,
-  limit: number,
-  cursor: string | undefined,
-): Promise<Delivery[]> {
-  if (endpointId !== undefined && (await findEndpointRow(db, accountId, endpointId)) === undefined) {
+export async function listDeliveries(db: Kysely<DB>, accountId: string, filters: DeliveryFilters, limit: number, cursor: string | undefined): Promise<Delivery[]> {
+  if (filters.endpointId !== undefined && (await findEndpointRow(db, accountId, filters.endpointId)) === undefined) {
     throw notFound('The event webhook endpoint');
   }
-  return (await listDeliveryRows(db, accountId, endpointId, limit, cursor)).map(toDelivery);
+  return (await listDeliveryRows(db, accountId, filters, limit, cursor)).map(toDelivery);
+}
+
+/**
+ * One delivery with its attempt log (CONTRACT 13).
+ * @throws AppError 404 unknown delivery (or another account's).
+ */
+export async function getDelivery(db: Kysely<DB>, accountId: string, id: string): Promise<Delivery & { attemptLog: AttemptLogEntry[] }> {
+  const row = await findDeliveryRow(db, accountId, id);
+  if (row === undefined) throw notFound('The delivery');
+  return { ...toDelivery(row), attemptLog: await findAttemptLog(db, id) };
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { Tx } from '../db/transaction.ts';
 import type { Kysely } from 'kysely';
 import type { WebhookConfig } from '../config.ts';
 import type { DB } from '../db/database.ts';
@@ -7,7 +8,7 @@ import type { Clock } from '../shared/clock.ts';
 import type { Signal } from '../db/signals.ts';
 import { findDeliveriesToSend, recordAttempts, type AttemptRecord, type DeliveryToSend } from './deliveries.repository.ts';
 import type { DeliveryMetrics } from './delivery.metrics.ts';
-import { findTarget, type EndpointTarget } from './endpoints.repository.ts';
+import { findTarget, resetFailingClock, startFailingClock, type EndpointTarget } from './endpoints.repository.ts';
 import { retryDelay } from './retry.ts';
 import type { AttemptResult, Sender } from './sender.ts';
 import { deliveryHeaders } from './signing.ts';
@@ -121,10 +122,39 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
   }
 
   function recordOf({ job, result, settlement, at }: Attempt<Record<string, never>, DeliveryResult>): AttemptRecord {
-    const attempt = result.sent ? result.attempt : { status: null, body: null, error: null, durationMs: 0 };
-    const base = { id: job.id, responseStatus: attempt.status, body: attempt.body, error: attempt.error, durationMs: attempt.durationMs, at };
+    const attempt = result.sent ? result.attempt : { ok: false, status: null, body: null, error: null, durationMs: 0 };
+    const base = { id: job.id, endpointId: job.lane!, ok: attempt.ok, responseStatus: attempt.status, body: attempt.body, error: attempt.error, durationMs: attempt.durationMs, at };
     if (settlement.status === 'retry') return { ...base, status: 'pending', nextAttemptAt: settlement.at };
     return { ...base, status: settlement.status === 'done' ? 'delivered' : 'failed', nextAttemptAt: null };
+  }
+
+  /**
+   * Keeps each endpoint's failing clock (auto-disable) in the settling
+   * transaction. Statements only when the clock changes, as this process
+   * knows it: a healthy endpoint's batches cost none.
+   */
+  async function trackFailing(tx: Tx, records: readonly AttemptRecord[]): Promise<void> {
+    const byEndpoint = new Map<string, { lastOk: number; failures: number[] }>();
+    for (const record of records) {
+      let seen = byEndpoint.get(record.endpointId);
+      if (seen === undefined) byEndpoint.set(record.endpointId, (seen = { lastOk: -Infinity, failures: [] }));
+      if (record.ok) seen.lastOk = Math.max(seen.lastOk, record.at);
+      else seen.failures.push(record.at);
+    }
+    for (const [endpointId, { lastOk, failures }] of byEndpoint) {
+      const cached = targets.get(endpointId)?.target ?? undefined;
+      const known = cached === undefined ? undefined : cached.failingSince;
+      const firstFailure = failures.filter((at) => at > lastOk).reduce((min, at) => Math.min(min, at), Infinity);
+      const after = firstFailure === Infinity ? null : firstFailure;
+      if (lastOk !== -Infinity) {
+        if (known === null && after === null) continue;
+        await resetFailingClock(tx.db, endpointId, after);
+        if (cached) tx.afterCommit(() => void (cached.failingSince = after));
+      } else if (known == null && after !== null) {
+        await startFailingClock(tx.db, endpointId, after);
+        if (cached) tx.afterCommit(() => void (cached.failingSince = after));
+      }
+    }
   }
 
   return {
@@ -168,7 +198,9 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
 
     async record(tx, attempts) {
       const sent = attempts.filter((attempt) => attempt.result.sent);
-      await recordAttempts(tx.db, sent.map(recordOf));
+      const records = sent.map(recordOf);
+      await recordAttempts(tx.db, records);
+      await trackFailing(tx, records);
       tx.afterCommit(() => {
         for (const { settlement } of sent) {
           if (settlement.status === 'done') metrics.finished('delivered');

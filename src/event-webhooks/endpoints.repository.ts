@@ -10,6 +10,9 @@ export interface Endpoint {
   events: string[];
   description: string;
   enabled: boolean;
+  /** 'failing' when the service disabled it (CONTRACT 13); null otherwise, a manual pause included. */
+  disabledReason: 'failing' | null;
+  disabledAt: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -20,6 +23,8 @@ export interface EndpointTarget {
   url: string;
   secret: string;
   enabled: boolean;
+  /** The endpoint's failing clock as last read or written by this process (see trackFailing in delivery.job.ts). */
+  failingSince: number | null;
 }
 
 export function toEndpoint(row: EventEndpointsTable): Endpoint {
@@ -29,6 +34,8 @@ export function toEndpoint(row: EventEndpointsTable): Endpoint {
     events: JSON.parse(row.events) as string[],
     description: row.description,
     enabled: row.enabled === 1,
+    disabledReason: row.disabled_reason === 'failing' ? 'failing' : null,
+    disabledAt: row.disabled_at === null ? null : toIso(Number(row.disabled_at)),
     createdAt: toIso(row.created_at),
     updatedAt: toIso(row.updated_at),
   };
@@ -61,7 +68,7 @@ export async function updateEndpointRow(
   db: Kysely<DB>,
   accountId: string,
   id: string,
-  changes: Partial<Pick<EventEndpointsTable, 'url' | 'events' | 'description' | 'enabled' | 'secret'>> & { updated_at: number },
+  changes: Partial<Pick<EventEndpointsTable, 'url' | 'events' | 'description' | 'enabled' | 'secret' | 'disabled_reason' | 'disabled_at' | 'failing_since' | 'warned_at'>> & { updated_at: number },
 ): Promise<EventEndpointsTable | undefined> {
   return db
     .updateTable('event_endpoints')
@@ -98,6 +105,58 @@ export async function findSubscribedEndpointIds(db: Kysely<DB>, accountId: strin
 }
 
 export async function findTarget(db: Kysely<DB>, id: string): Promise<EndpointTarget | undefined> {
-  const row = await db.selectFrom('event_endpoints').select(['id', 'url', 'secret', 'enabled']).where('id', '=', id).executeTakeFirst();
-  return row && { id: row.id, url: row.url, secret: row.secret, enabled: row.enabled === 1 };
+  const row = await db.selectFrom('event_endpoints').select(['id', 'url', 'secret', 'enabled', 'failing_since']).where('id', '=', id).executeTakeFirst();
+  return row && { id: row.id, url: row.url, secret: row.secret, enabled: row.enabled === 1, failingSince: row.failing_since === null ? null : Number(row.failing_since) };
+}
+
+/**
+ * The failing clock (CONTRACT 13, auto-disable): a success stops it (and
+ * restarts it at `firstFailureAfter`, a failure later in the same batch),
+ * failures start it unless it runs already.
+ */
+export async function resetFailingClock(db: Kysely<DB>, id: string, firstFailureAfter: number | null): Promise<void> {
+  await db.updateTable('event_endpoints').set({ failing_since: firstFailureAfter, warned_at: null }).where('id', '=', id).execute();
+}
+
+export async function startFailingClock(db: Kysely<DB>, id: string, at: number): Promise<void> {
+  await db.updateTable('event_endpoints').set({ failing_since: at }).where('id', '=', id).where('failing_since', 'is', null).execute();
+}
+
+/** An endpoint by id alone, whoever owns it (background work that starts from the id). */
+export async function findEndpointById(db: Kysely<DB>, id: string): Promise<EventEndpointsTable | undefined> {
+  return db.selectFrom('event_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Enabled endpoints whose failing clock runs (a partial index holds just these). */
+export async function findFailingEndpoints(db: Kysely<DB>): Promise<Array<Pick<EventEndpointsTable, 'id' | 'account_id' | 'url' | 'failing_since' | 'warned_at'>>> {
+  return db
+    .selectFrom('event_endpoints')
+    .select(['id', 'account_id', 'url', 'failing_since', 'warned_at'])
+    .where('failing_since', 'is not', null)
+    .where('enabled', '=', 1)
+    .execute();
+}
+
+/** Disabled for failing, if still enabled and failing since `failingSince` (nothing changed meanwhile). */
+export async function disableFailing(db: Kysely<DB>, id: string, failingSince: number, now: number): Promise<boolean> {
+  const result = await db
+    .updateTable('event_endpoints')
+    .set({ enabled: 0, disabled_reason: 'failing', disabled_at: now, updated_at: now })
+    .where('id', '=', id)
+    .where('enabled', '=', 1)
+    .where('failing_since', '=', failingSince)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Marks the owner warned, once per failing spell. */
+export async function markWarned(db: Kysely<DB>, id: string, failingSince: number, now: number): Promise<boolean> {
+  const result = await db
+    .updateTable('event_endpoints')
+    .set({ warned_at: now })
+    .where('id', '=', id)
+    .where('warned_at', 'is', null)
+    .where('failing_since', '=', failingSince)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }

@@ -80,6 +80,10 @@ export async function createEndpoint(deps: Deps, accountId: string, input: NewEn
     secret,
     created_at: now,
     updated_at: now,
+    disabled_reason: null,
+    disabled_at: null,
+    failing_since: null,
+    warned_at: null,
   };
   await inTransaction(deps.db, async (tx) => {
     await lockAccount(tx.db, accountId);
@@ -112,7 +116,8 @@ export async function updateEndpoint(deps: Deps, accountId: string, id: string, 
     ...(changes.url !== undefined ? { url: validUrl(deps, changes.url) } : {}),
     ...(changes.events !== undefined ? { events: JSON.stringify(validEvents(changes.events)) } : {}),
     ...(changes.description !== undefined ? { description: changes.description } : {}),
-    ...(changes.enabled !== undefined ? { enabled: changes.enabled ? 1 : 0 } : {}),
+    // Enabling or pausing by hand clears an auto-disable's reason and restarts the failing clock (CONTRACT 13).
+    ...(changes.enabled !== undefined ? { enabled: changes.enabled ? 1 : 0, disabled_reason: null, disabled_at: null, failing_since: null, warned_at: null } : {}),
     updated_at: deps.clock.now(),
   };
   const row = await inTransaction(deps.db, async (tx) => {

@@ -3,8 +3,21 @@ import { ALL_EVENT_TYPES } from '../events/event-types.ts';
 import { toPage } from '../http/pagination.ts';
 import type { PlatformToolRegistrar } from '../mcp/mcp.plugin.ts';
 import { defineTool } from '../mcp/tools.ts';
-import { sendTestEvent, type TestSending } from './deliveries.service.ts';
+import { ALL_EVENT_TYPES as EVENT_TYPES } from '../events/event-types.ts';
+import { listEventRows } from '../events/events.repository.ts';
+import { DEFAULT_PAGE_SIZE } from '../http/pagination.ts';
+import { listDeliveries, sendTestEvent, type TestSending } from './deliveries.service.ts';
+import { recoverFailed, replayMissing } from './recovery.service.ts';
 import { createEndpoint, deleteEndpoint, listEndpoints, MAX_ENDPOINTS_PER_ACCOUNT, URL_MAX_LENGTH } from './endpoints.service.ts';
+
+const Limit = z.number().int().min(1).max(100).optional().describe('Page size, 1 to 100 (default 50)');
+const Cursor = z.string().regex(/^[a-z]+_[0-9a-z]{26}$/).optional().describe('nextCursor of the previous page');
+const Timestamp = z.iso.datetime();
+const WindowInput = z.strictObject({
+  id: z.string().min(1).max(100).describe('Endpoint id (ep_…)'),
+  since: Timestamp.describe('Start of the window (ISO 8601), within the retention period'),
+  until: Timestamp.optional().describe('End of the window (ISO 8601); default now'),
+});
 
 const EndpointId = z.strictObject({ id: z.string().min(1).max(100).describe('Endpoint id (ep_…)') });
 
@@ -33,6 +46,38 @@ export const eventWebhookTools = (testSending: TestSending): PlatformToolRegistr
     description: 'Sends a webhook.test event to the endpoint now and reports {ok, status, error}.',
     input: EndpointId,
   }, ({ id }) => sendTestEvent(deps, testSending, accountId, id));
+
+  defineTool(server, logger, 'events_list', {
+    description: "Lists the account's events newest first, as {data, nextCursor}: each the envelope exactly as delivered. Kept for the retention period.",
+    input: z.strictObject({ type: z.enum(EVENT_TYPES).optional().describe('Only events of this type'), limit: Limit, cursor: Cursor }),
+    annotations: { readOnlyHint: true },
+  }, async ({ type, limit = DEFAULT_PAGE_SIZE, cursor }) => {
+    const rows = await listEventRows(deps.db, accountId, type === undefined ? EVENT_TYPES : [type], limit + 1, cursor);
+    return toPage(rows.map((row) => ({ ...(JSON.parse(row.payload) as { id: string }) })), limit);
+  });
+
+  defineTool(server, logger, 'event_webhook_deliveries_list', {
+    description: 'Lists deliveries newest first, as {data, nextCursor}, optionally of one endpoint, one status or one event type.',
+    input: z.strictObject({
+      endpoint: z.string().min(1).max(100).optional().describe('Only this endpoint (ep_…)'),
+      status: z.enum(['pending', 'delivered', 'failed']).optional(),
+      eventType: z.string().min(1).max(100).optional(),
+      limit: Limit,
+      cursor: Cursor,
+    }),
+    annotations: { readOnlyHint: true },
+  }, async ({ endpoint, status, eventType, limit = DEFAULT_PAGE_SIZE, cursor }) =>
+    toPage(await listDeliveries(deps.db, accountId, { endpointId: endpoint, status, eventType }, limit + 1, cursor), limit));
+
+  defineTool(server, logger, 'event_webhook_recover', {
+    description: 'Sends again every failed delivery of the endpoint created in the window [since, until]; answers {count}. The sending happens in the background, paced by the endpoint.',
+    input: WindowInput,
+  }, ({ id, since, until }) => recoverFailed(deps, accountId, id, { since, until }));
+
+  defineTool(server, logger, 'event_webhook_replay', {
+    description: 'Delivers every event of the window [since, until] that the endpoint subscribes to and never received (paused, disabled or created later); answers {count}, the deliveries this call added.',
+    input: WindowInput,
+  }, ({ id, since, until }) => replayMissing(deps, accountId, id, { since, until }));
 
   defineTool(server, logger, 'event_webhook_delete', {
     description: 'Removes the endpoint; its pending deliveries are cancelled.',

@@ -1,10 +1,16 @@
 import fp from 'fastify-plugin';
+import { deleteEventsWithoutDeliveries, eventIdsBefore } from '../events/events.repository.ts';
+import { idBoundAt } from '../shared/ids.ts';
+import { deleteFinishedDeliveries, finishedDeliveryIdsBefore } from './deliveries.repository.ts';
 import { otherProcessesCommits } from '../db/data-version.ts';
 import type { WebhookConfig } from '../config.ts';
 import { createDeliveryMetrics } from './delivery.metrics.ts';
 import { createDeliveryKind, DEFAULT_DELIVERY_OPTIONS, deliveryJob, type DeliveryOptions } from './delivery.job.ts';
 import { eventWebhookTools } from './event-webhooks.mcp.ts';
 import { eventWebhooksRoutes } from './event-webhooks.routes.ts';
+import { endpointHealthKinds, ensureHealthCheck } from './health.job.ts';
+import { historyRoutes } from './history.routes.ts';
+import { feedKind } from './recovery.job.ts';
 import { createSender } from './sender.ts';
 import type { ResolveAll } from './targets.ts';
 
@@ -40,12 +46,23 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
       { ...DEFAULT_DELIVERY_OPTIONS, ...options.delivery },
     );
     app.jobs.register(kind);
+    app.jobs.register(feedKind(deps));
+    for (const healthKind of endpointHealthKinds(deps, app.mailer)) app.jobs.register(healthKind);
+    app.addHook('onReady', async () => ensureHealthCheck(deps));
+    // Retention: finished deliveries (with their attempt logs), then the events no pending delivery carries.
+    app.retention.add('deliveries', async ({ cutoff }, after, limit) => {
+      const ids = await finishedDeliveryIdsBefore(deps.db, idBoundAt('dlv', cutoff), after, limit);
+      const deleted = await deleteFinishedDeliveries(deps.db, ids);
+      return { deleted: { deliveries: deleted.deliveries, delivery_attempts: deleted.attempts }, cursor: ids.length < limit ? null : ids.at(-1)! };
+    });
+    app.retention.addKeyed('events', ({ cutoff }, after, limit) => eventIdsBefore(deps.db, idBoundAt('evt', cutoff), after, limit), (_context, ids) => deleteEventsWithoutDeliveries(deps.db, ids));
     deps.signals.subscribe(kind.hear);
     app.addHook('onClose', async () => sender.close());
 
     if (deps.config.role === 'worker') return;
     await app.register(eventWebhooksRoutes, { testSending: { sender, metrics } });
+    await app.register(historyRoutes);
     app.platformMcpTools.push(eventWebhookTools({ sender, metrics }));
   },
-  { name: 'event-webhooks', dependencies: ['core', 'jobs', 'mcp'] },
+  { name: 'event-webhooks', dependencies: ['core', 'jobs', 'mcp', 'mail', 'maintenance'] },
 );

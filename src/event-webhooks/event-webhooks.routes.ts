@@ -43,7 +43,8 @@ export const eventWebhooksRoutes: FastifyPluginAsyncTypebox<{ testSending: TestS
     schema: { tags, summary: 'Recent deliveries, newest first', querystring: DeliveriesQuery, response: responses({ 200: pageSchema(DeliverySchema) }) },
   }, async (request) => {
     const limit = request.query.limit ?? DEFAULT_PAGE_SIZE;
-    const rows = await listDeliveries(deps.db, accountIdOf(request), request.query.endpoint, limit + 1, request.query.cursor);
+    const { endpoint, status, eventType, event } = request.query;
+    const rows = await listDeliveries(deps.db, accountIdOf(request), { endpointId: endpoint, status, eventType, eventId: event }, limit + 1, request.query.cursor);
     return toPage(rows, limit);
   });
 

@@ -25,6 +25,8 @@ export const EndpointSchema = Type.Object({
   events: Type.Array(Type.String()),
   description: Type.String(),
   enabled: Type.Boolean(),
+  disabledReason: Type.Union([Type.Literal('failing'), Type.Null()], { description: '"failing" when the service disabled it after WEBHOOK_DISABLE_AFTER of failures; null otherwise (a manual pause too)' }),
+  disabledAt: NullableTimestamp,
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -64,9 +66,43 @@ export const DeliverySchema = Type.Object({
 });
 
 export const DeliveriesQuery = Type.Object(
-  { ...ListQuerySchema.properties, endpoint: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only this endpoint' })) },
+  {
+    ...ListQuerySchema.properties,
+    endpoint: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only this endpoint' })),
+    status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')], { description: 'Only deliveries in this state' })),
+    eventType: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only deliveries of events of this type' })),
+    event: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only the deliveries of this event (evt_…)' })),
+  },
   { additionalProperties: false },
 );
+
+export const AttemptLogEntrySchema = Type.Object({
+  n: Type.Integer({ description: '1 for the first attempt ever made' }),
+  at: Timestamp,
+  status: Type.Union([Type.Integer(), Type.Null()], { description: "The receiver's HTTP status, or null when none came" }),
+  durationMs: Type.Integer(),
+  error: Type.Union([Type.String(), Type.Null()]),
+  body: Type.Union([Type.String(), Type.Null()], { description: 'At most the first 1,024 bytes of the answer' }),
+});
+
+export const DeliveryWithLogSchema = Type.Object({ ...DeliverySchema.properties, attemptLog: Type.Array(AttemptLogEntrySchema) });
+
+export const EventSchema = Type.Object(
+  { id: Type.String(), type: Type.String(), createdAt: Timestamp, data: Type.Object({}, { additionalProperties: true }) },
+  { description: 'The envelope exactly as delivered (spec 2.2)' },
+);
+
+export const EventsQuery = Type.Object(
+  { ...ListQuerySchema.properties, type: Type.Optional(Type.Unsafe<string>({ type: 'string', enum: [...ALL_EVENT_TYPES], description: 'Only events of this type' })) },
+  { additionalProperties: false },
+);
+
+export const WindowBody = Type.Object(
+  { since: Timestamp, until: Type.Optional(Timestamp) },
+  { additionalProperties: false, description: 'A window of creation times, within the retention period; until defaults to now' },
+);
+
+export const CountSchema = Type.Object({ count: Type.Integer() });
 
 export const EventTypesSchema = Type.Object({
   data: Type.Array(Type.Object({ type: Type.String(), description: Type.String() })),

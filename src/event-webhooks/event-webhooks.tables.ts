@@ -10,6 +10,13 @@ export interface EventEndpointsTable {
   secret: string;
   created_at: number;
   updated_at: number;
+  /** 'failing' when auto-disabled (CONTRACT 13); null while enabled or paused by hand. */
+  disabled_reason: string | null;
+  disabled_at: number | null;
+  /** The first failed attempt since the last success; null while it succeeds. */
+  failing_since: number | null;
+  /** When the owner was warned that it has been failing for a fifth of WEBHOOK_DISABLE_AFTER. */
+  warned_at: number | null;
 }
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
@@ -31,4 +38,19 @@ export interface DeliveriesTable {
   last_duration_ms: number | null;
   last_attempt_at: number | null;
   created_at: number;
+}
+
+/** One attempt of a delivery, as the attempt log keeps it. */
+export interface DeliveryAttemptsTable {
+  delivery_id: string;
+  /** 1 for the delivery's first attempt ever. */
+  n: number;
+  endpoint_id: string;
+  at: number;
+  ok: number;
+  status: number | null;
+  duration_ms: number;
+  error: string | null;
+  /** At most the first 1,024 bytes of the answer. */
+  body: string | null;
 }

@@ -1,4 +1,6 @@
 import fp from 'fastify-plugin';
+import { idBoundAt } from '../shared/ids.ts';
+import { deleteFinishedRuns, finishedRunIdsBefore } from './runs.repository.ts';
 import type { MachinesConfig } from '../config.ts';
 import { deleteExpiredReceipts } from './inbound-webhooks.repository.ts';
 import { inboundWebhooksRoutes } from './inbound-webhooks.routes.ts';
@@ -44,6 +46,7 @@ export const machinesPlugin = fp(
     for (const kind of machineJobKinds(deps, provider)) app.jobs.register(kind);
     app.maintenance.add('expired live views', (now) => deleteExpiredLiveViews(deps.db, now));
     app.maintenance.add('expired inbound-webhook receipts', (now) => deleteExpiredReceipts(deps.db, now));
+    app.retention.addKeyed('runs', ({ cutoff }, after, limit) => finishedRunIdsBefore(deps.db, idBoundAt('run', cutoff), after, limit), (_context, ids) => deleteFinishedRuns(deps.db, ids));
 
     if (deps.config.role === 'worker') return;
     await app.register(machinesRoutes);

@@ -70,3 +70,16 @@ export async function claimRun(db: Kysely<DB>, id: string, now: number): Promise
 export async function pendingRunsOf(db: Kysely<DB>, machineId: string): Promise<RunRow[]> {
   return db.selectFrom('runs').selectAll().where('machine_id', '=', machineId).where('status', '=', 'pending').orderBy('id').execute();
 }
+
+/** Finished runs made before `before`, a batch for retention: their ids after `after`, in order (ids grow with time). */
+export async function finishedRunIdsBefore(db: Kysely<DB>, before: string, after: string | undefined, limit: number): Promise<string[]> {
+  let query = db.selectFrom('runs').select('id').where('id', '<', before).where('status', 'in', ['succeeded', 'failed']);
+  if (after !== undefined) query = query.where('id', '>', after);
+  return (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
+}
+
+export async function deleteFinishedRuns(db: Kysely<DB>, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db.deleteFrom('runs').where('id', 'in', ids).where('status', 'in', ['succeeded', 'failed']).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}

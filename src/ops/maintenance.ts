@@ -3,7 +3,8 @@ import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import { jobType, type JobKind } from '../jobs/job-kind.ts';
-import { deleteExpiredWindows } from '../rate-limits/rate-limiter.ts';
+import { deleteExpiredWindows, expiredWindowKeys } from '../rate-limits/rate-limiter.ts';
+import { createRetention, retentionInterval, retentionJob } from './retention.ts';
 import { DAY, MINUTE, SECOND } from '../shared/clock.ts';
 
 /** One pass over every domain's cleanup, once a minute, in whichever process takes the job. */
@@ -54,10 +55,20 @@ export const maintenancePlugin = fp(
     const { deps } = app;
     const tasks = new Map<string, CleanupTask>();
     app.decorate('maintenance', { add: (name: string, task: CleanupTask) => void tasks.set(name, task) } satisfies Maintenance);
-    app.maintenance.add('rate-limit windows', (now) => deleteExpiredWindows(deps.db, now - RATE_LIMIT_RETENTION_MS));
     app.jobs.register(maintenanceKind(deps, tasks));
+    const { kind: retentionKind, retention } = createRetention(deps, app.metrics.registry);
+    app.decorate('retention', retention);
+    app.jobs.register(retentionKind);
+    app.retention.addKeyed(
+      'rate_limits',
+      ({ now }, after, limit) => expiredWindowKeys(deps.db, now - RATE_LIMIT_RETENTION_MS, after, limit),
+      ({ now }, keys) => deleteExpiredWindows(deps.db, now - RATE_LIMIT_RETENTION_MS, keys),
+    );
     app.addHook('onReady', async () => {
-      await inTransaction(deps.db, (tx) => deps.jobs.ensure(tx, maintenanceJob, 'all', {}, deps.clock.now() + INTERVAL_MS));
+      await inTransaction(deps.db, async (tx) => {
+        await deps.jobs.ensure(tx, maintenanceJob, 'all', {}, deps.clock.now() + INTERVAL_MS);
+        await deps.jobs.ensure(tx, retentionJob, 'all', {}, deps.clock.now() + retentionInterval(deps));
+      });
     });
   },
   { name: 'maintenance', dependencies: ['core', 'jobs'] },

@@ -59,6 +59,16 @@ export async function allows(db: Kysely<DB>, checks: readonly LimitCheck[], now:
   return allowed;
 }
 
-export async function deleteExpiredWindows(db: Kysely<DB>, olderThan: number): Promise<void> {
-  await db.deleteFrom('rate_limits').where('window_started_at', '<', olderThan).execute();
+/** Keys of counters whose window started before `olderThan`, after `after`, in key order: a batch for retention. */
+export async function expiredWindowKeys(db: Kysely<DB>, olderThan: number, after: string | undefined, limit: number): Promise<string[]> {
+  let query = db.selectFrom('rate_limits').select('key').where('window_started_at', '<', olderThan);
+  if (after !== undefined) query = query.where('key', '>', after);
+  return (await query.orderBy('key').limit(limit).execute()).map((row) => row.key);
+}
+
+/** Deletes these counters if their window still started before `olderThan` (one restarted meanwhile stays); answers how many. */
+export async function deleteExpiredWindows(db: Kysely<DB>, olderThan: number, keys: readonly string[]): Promise<number> {
+  if (keys.length === 0) return 0;
+  const result = await db.deleteFrom('rate_limits').where('key', 'in', keys).where('window_started_at', '<', olderThan).executeTakeFirst();
+  return Number(result.numDeletedRows);
 }

@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { monotonicFactory } from 'ulid';
+import { encodeTime, monotonicFactory } from 'ulid';
 
 export type IdPrefix = 'acct' | 'ses' | 'job' | 'key' | 'ep' | 'evt' | 'dlv' | 'mch' | 'run' | 'sch' | 'ihk' | 'pool' | 'txn' | 'grt';
 
@@ -24,3 +24,12 @@ export function newId(prefix: IdPrefix, now: number = Date.now()): string {
   return `${prefix}_${nextUlid(now).toLowerCase()}`;
 }
 
+
+/**
+ * The smallest id with this prefix made at `at` or later: every id made
+ * earlier sorts before it, every id made at `at` or later after it (ids are
+ * lower-cased ULIDs, their first ten characters the time).
+ */
+export function idBoundAt(prefix: IdPrefix, at: number): string {
+  return `${prefix}_${encodeTime(Math.max(0, Math.floor(at)), 10).toLowerCase()}0000000000000000`;
+}

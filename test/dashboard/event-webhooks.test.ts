@@ -150,7 +150,7 @@ describe('dashboard in Chromium: event webhooks', () => {
     await failed.waitFor();
     assert.match(await failed.innerText(), /Failed[\s\S]*HTTP 500/);
     await failed.getByRole('button', { name: /^Details/ }).click();
-    await page.getByRole('dialog', { name: 'Delivery' }).getByText('{"received":false}').waitFor();
+    await page.getByRole('dialog', { name: 'Delivery' }).getByLabel('Response body').filter({ hasText: '{"received":false}' }).waitFor();
     await page.keyboard.press('Escape');
 
     receiver.answer = 200;

@@ -71,6 +71,6 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
     user,
     endpointId,
     guestPaths: ['/sign-in', '/sign-up', '/forgot-password', '/reset-password?token=not-a-real-token', '/verify-email?token=not-a-real-token', '/no-such-page', '/docs/errors'],
-    userPaths: ['/machines', '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys', '/billing'],
+    userPaths: ['/machines', '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys', '/billing', '/events'],
   };
 }

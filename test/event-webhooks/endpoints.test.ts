@@ -22,7 +22,7 @@ describe('event webhook endpoints API', () => {
     const created = await call('POST', '/api/event-webhooks', { url: URL_OK, events: ['machine.created', 'run.failed'], description: 'prod' });
     assert.equal(created.statusCode, 201);
     const body = created.json();
-    assert.deepEqual(Object.keys(body).sort(), ['createdAt', 'description', 'enabled', 'events', 'id', 'secret', 'updatedAt', 'url']);
+    assert.deepEqual(Object.keys(body).sort(), ['createdAt', 'description', 'disabledAt', 'disabledReason', 'enabled', 'events', 'id', 'secret', 'updatedAt', 'url']);
     assert.match(body.id, /^ep_[0-9a-z]{26}$/);
     assert.match(body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
     assert.equal(Buffer.from(body.secret.slice(6), 'base64').length, 32);

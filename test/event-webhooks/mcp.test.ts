@@ -6,6 +6,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
 import { asBearer, createApiKey, createTestApp, registerUser, type TestContext, type TestUser } from '../support/app.ts';
 import { startReceiver, type Receiver } from '../support/receiver.ts';
+import { emit } from './helpers.ts';
 
 describe('event webhook tools on the platform MCP server, with the official SDK client', () => {
   let ctx: TestContext;
@@ -81,6 +82,37 @@ describe('event webhook tools on the platform MCP server, with the official SDK 
     assert.equal(extra.isError, true, 'unknown fields are refused');
     const badType = (await client.callTool({ name: 'event_webhook_create', arguments: { url: hook.url, events: ['machine.exploded'] } })) as CallToolResult;
     assert.equal(badType.isError, true);
+  });
+
+  test('events_list, event_webhook_deliveries_list, recover and replay: the same JSON as the HTTP API', async () => {
+    const owner = await registerUser(ctx);
+    const ownerKey = await createApiKey(ctx, owner);
+    const client = await connect(ownerKey);
+    const call = (method: 'GET' | 'POST', url: string, payload?: Record<string, unknown>) =>
+      ctx.app.inject({ method, url, headers: asBearer(ownerKey), ...(payload ? { payload } : {}) });
+    const names = (await client.listTools()).tools.map((tool) => tool.name);
+    for (const name of ['events_list', 'event_webhook_deliveries_list', 'event_webhook_recover', 'event_webhook_replay']) assert.ok(names.includes(name), name);
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const endpoint = jsonOf(await client.callTool({ name: 'event_webhook_create', arguments: { url: `${hook.url}/history` } }));
+    const id = String(endpoint.id);
+    jsonOf(await client.callTool({ name: 'event_webhook_test', arguments: { id } }));
+    await emit(ctx, owner.id, 'machine.created');
+    await emit(ctx, owner.id, 'run.failed', { run: {}, machine: {} });
+    await ctx.app.jobs.drain();
+
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'events_list', arguments: {} })), (await call('GET', '/api/events')).json());
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'events_list', arguments: { type: 'run.failed', limit: 1 } })), (await call('GET', '/api/events?type=run.failed&limit=1')).json());
+    assert.deepEqual(
+      jsonOf(await client.callTool({ name: 'event_webhook_deliveries_list', arguments: { endpoint: id, status: 'delivered', eventType: 'machine.created' } })),
+      (await call('GET', `/api/event-webhooks/deliveries?endpoint=${id}&status=delivered&eventType=machine.created`)).json(),
+    );
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'event_webhook_recover', arguments: { id, since } })), { count: 0 });
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'event_webhook_replay', arguments: { id, since } })), { count: 0 });
+    const tooOld = (await client.callTool({ name: 'event_webhook_recover', arguments: { id, since: '2000-01-01T00:00:00.000Z' } })) as CallToolResult;
+    assert.equal(tooOld.isError, true);
+    assert.equal((tooOld.structuredContent as { error: { code: string } }).error.code, 'invalid_request');
+    const foreign = (await client.callTool({ name: 'event_webhook_recover', arguments: { id: 'ep_00000000000000000000000000', since } })) as CallToolResult;
+    assert.equal((foreign.structuredContent as { error: { code: string } }).error.code, 'not_found');
   });
 
   test('the 11th endpoint through MCP is a limit_reached tool error', async () => {

@@ -1,6 +1,7 @@
 // Every page of the dashboard. The server answers the same paths with the
 // HTML shell (PAGE_PATHS in src/dashboard/dashboard.routes.ts): keep both in step.
 import { accountPage } from './pages/account.js';
+import { eventsPage } from './pages/events.js';
 import { apiKeysPage } from './pages/api-keys.js';
 import { billingPage } from './pages/billing.js';
 import { applicationsPage } from './pages/applications.js';
@@ -51,4 +52,5 @@ export const ROUTES = [
   { path: '/event-webhooks/:id', access: 'user', title: 'Event webhook endpoint', page: webhookPage },
   { path: '/machines', access: 'user', title: 'Machines', page: machinesPage },
   { path: '/billing', access: 'user', title: 'Billing', page: billingPage },
+  { path: '/events', access: 'user', title: 'Events', page: eventsPage },
 ];

@@ -11,6 +11,8 @@ import { field, simpleForm } from '../forms.js';
  * @property {string[]} events
  * @property {string} description
  * @property {boolean} enabled
+ * @property {'failing' | null} [disabledReason]  'failing' when the service disabled it
+ * @property {string | null} [disabledAt]
  * @property {string} createdAt
  * @property {string} updatedAt
  */

@@ -8,6 +8,7 @@ import { card, pageHeader } from '../layout.js';
 import { navigate, setFlash } from '../navigation.js';
 import { copyButton, secretField } from '../secret.js';
 import { toast } from '../toast.js';
+import { field, handleSubmit } from '../forms.js';
 import { endpointForm, loadEventTypes } from './webhook-form.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
@@ -75,10 +76,15 @@ export function webhookPage({ params, onCleanup }) {
       }),
       h('div', { class: 'stack' },
         testResult,
-        endpoint.enabled ? null : alertBox('info', 'This endpoint is paused: it receives no new events until you resume it. The test event is still sent.'),
+        endpoint.disabledReason === 'failing'
+          ? alertBox('error', h('span', null,
+            h('strong', null, 'Disabled because it kept failing.'),
+            ` Every delivery failed for days, so this endpoint was disabled${endpoint.disabledAt ? ` on ${formatDate(endpoint.disabledAt)}` : ''}. Fix the receiver, re-enable it, then recover or replay what it missed.`,
+            ' ', reEnableButton()), { id: 'disabled-reason' })
+          : endpoint.enabled ? null : alertBox('info', 'This endpoint is paused: it receives no new events until you resume it. The test event is still sent.'),
         card({ title: 'Settings', id: 'settings' },
           h('dl', { class: 'kv' },
-            h('dt', null, 'Status'), h('dd', null, endpoint.enabled ? badge('Active', 'success') : badge('Paused', 'neutral')),
+            h('dt', null, 'Status'), h('dd', null, endpoint.enabled ? badge('Active', 'success') : endpoint.disabledReason === 'failing' ? badge('Disabled: failing', 'danger') : badge('Paused', 'neutral')),
             h('dt', null, 'URL'), h('dd', null, h('code', null, endpoint.url), copyButton(() => endpoint.url, 'endpoint URL', { small: true })),
             h('dt', null, 'Events'), h('dd', null, endpoint.events.includes('*')
               ? 'All events'
@@ -87,10 +93,69 @@ export function webhookPage({ params, onCleanup }) {
             h('dt', null, 'Endpoint ID'), h('dd', null, h('code', null, endpoint.id)),
             h('dt', null, 'Created'), h('dd', null, formatDate(endpoint.createdAt)),
             h('dt', null, 'Last changed'), h('dd', null, formatDate(endpoint.updatedAt)))),
+        recoveryCard(),
         deliveries.element,
         h('div', { class: 'split' },
           card({ title: 'Signing secret', id: 'secret', description: 'Shown once, when the endpoint was added or the secret rotated. Rotating replaces it at once.', actions: [rotate] }),
           card({ title: 'Delete endpoint', id: 'delete', danger: true, description: 'Stops all deliveries to this URL and cancels the pending ones.', actions: [remove] }))));
+  }
+
+  function reEnableButton() {
+    const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Re-enable'));
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        endpoint = await patchEndpoint({ enabled: true });
+        toast('Endpoint re-enabled: its waiting deliveries go out now.');
+        draw();
+        deliveries.refresh();
+        focusButton('Pause');
+      } catch (error) {
+        button.disabled = false;
+        toast(messageOf(error), 'error');
+      }
+    });
+    return button;
+  }
+
+  function recoveryCard() {
+    const recover = h('button', { type: 'button', class: 'btn' }, 'Recover failed since…');
+    recover.addEventListener('click', () => openWindowDialog('recover'));
+    const replay = h('button', { type: 'button', class: 'btn' }, 'Replay missing since…');
+    replay.addEventListener('click', () => openWindowDialog('replay'));
+    return card({
+      title: 'Recover and replay',
+      id: 'recovery',
+      description: 'After an outage: send again every failed delivery since a time, or deliver the events this endpoint never got (while paused, disabled, or before it existed).',
+      actions: [recover, replay],
+    });
+  }
+
+  /** @param {'recover' | 'replay'} operation */
+  function openWindowDialog(operation) {
+    const title = operation === 'recover' ? 'Recover failed deliveries' : 'Replay missing events';
+    const day = 24 * 60 * 60 * 1000;
+    const local = (/** @type {number} */ ms) => new Date(ms - new Date(ms).getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    const since = field({ label: 'Since', name: 'since', type: 'datetime-local', required: true, value: local(Date.now() - day), hint: 'Your local time. Within the retention period (30 days by default).' });
+    const error = h('div');
+    const submit = /** @type {HTMLButtonElement} */ (h('button', { type: 'submit', class: 'btn btn--primary' }, operation === 'recover' ? 'Recover' : 'Replay'));
+    const form = /** @type {HTMLFormElement} */ (h('form', { class: 'form', novalidate: true },
+      h('p', null, operation === 'recover'
+        ? 'Every delivery to this endpoint that failed since this time starts a new series of attempts.'
+        : 'Every event since this time that this endpoint subscribes to and never received is delivered to it, once.'),
+      since.wrapper, error,
+      h('div', { class: 'dialog__footer' }, h('button', { type: 'button', class: 'btn', onclick: () => dialog.close() }, 'Cancel'), submit)));
+    handleSubmit(form, submit, error, async () => {
+      const at = new Date(since.input.value);
+      /** @type {{ count: number }} */
+      const result = await api('POST', `${path}/${operation}`, { since: at.toISOString() });
+      dialog.close();
+      toast(operation === 'recover'
+        ? `${plural(result.count, 'failed delivery', 'failed deliveries')} sent again.`
+        : `${plural(result.count, 'missed event')} queued for delivery.`);
+      deliveries.refresh();
+    });
+    const dialog = openDialog({ title, content: [form] });
   }
 
   /** @param {HTMLButtonElement} button */
@@ -225,12 +290,20 @@ function deliveriesSection(endpointId, onCleanup) {
   const footer = h('div');
   const refreshButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Refresh'));
   refreshButton.addEventListener('click', () => refresh());
+  const statusFilter = /** @type {HTMLSelectElement} */ (h('select', { class: 'select', 'aria-label': 'Filter by status' },
+    h('option', { value: '' }, 'Any status'), h('option', { value: 'pending' }, 'Pending'), h('option', { value: 'delivered' }, 'Delivered'), h('option', { value: 'failed' }, 'Failed')));
+  const typeFilter = /** @type {HTMLSelectElement} */ (h('select', { class: 'select', 'aria-label': 'Filter by event type' }, h('option', { value: '' }, 'Any event type')));
+  loadEventTypes().then((types) => {
+    for (const type of [...types.map((t) => t.type), 'webhook.test']) typeFilter.append(h('option', { value: type }, type));
+  }).catch(() => {});
+  statusFilter.addEventListener('change', () => refresh());
+  typeFilter.addEventListener('change', () => refresh());
   const element = card({
     title: 'Recent deliveries',
     id: 'deliveries',
     flush: true,
-    description: 'Each event sent to this endpoint, with its last response. Failed deliveries can be sent again.',
-    actions: [refreshButton],
+    description: 'Each event sent to this endpoint, with its last response. Failed deliveries can be sent again; Details shows every attempt.',
+    actions: [statusFilter, typeFilter, refreshButton],
   }, body, footer);
 
   /** @type {Delivery[]} */
@@ -248,6 +321,8 @@ function deliveriesSection(endpointId, onCleanup) {
   /** @param {string | null} cursor */
   async function fetchPage(cursor) {
     const query = new URLSearchParams({ endpoint: endpointId, limit: String(DELIVERIES_PAGE) });
+    if (statusFilter.value) query.set('status', statusFilter.value);
+    if (typeFilter.value) query.set('eventType', typeFilter.value);
     if (cursor) query.set('cursor', cursor);
     return api('GET', `/api/event-webhooks/deliveries?${query}`);
   }
@@ -282,7 +357,9 @@ function deliveriesSection(endpointId, onCleanup) {
 
   function draw() {
     replace(body, shown.length === 0
-      ? h('div', { class: 'empty' }, h('h3', null, 'No deliveries yet'), h('p', null, 'Send a test event to check that your endpoint answers.'))
+      ? (statusFilter.value || typeFilter.value
+        ? h('div', { class: 'empty' }, h('h3', null, 'No matching deliveries'), h('p', null, 'No delivery matches these filters.'))
+        : h('div', { class: 'empty' }, h('h3', null, 'No deliveries yet'), h('p', null, 'Send a test event to check that your endpoint answers.')))
       : table('Recent deliveries', ['Event', 'Status', 'Attempts', 'Last response', ''], shown.map(row)));
     replace(footer, nextCursor
       ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadMore }, 'Load older deliveries'))
@@ -348,9 +425,35 @@ function describeFailure(status, error) {
   return error ?? 'Your endpoint did not answer.';
 }
 
+/**
+ * @typedef {object} AttemptLogEntry
+ * @property {number} n
+ * @property {string} at
+ * @property {number | null} status
+ * @property {number} durationMs
+ * @property {string | null} error
+ * @property {string | null} body
+ */
+
+/** @param {AttemptLogEntry[]} log */
+function attemptLogTable(log) {
+  if (log.length === 0) return h('p', { class: 'muted' }, 'No attempt recorded yet.');
+  return table('Attempt log', ['#', 'Time', 'Response', 'Duration', 'Answer'], log.map((entry) =>
+    h('tr', { dataset: { attempt: String(entry.n) } },
+      cell('#', String(entry.n)),
+      cell('Time', formatDate(entry.at)),
+      cell('Response', entry.status === null ? h('span', null, 'No response', entry.error ? h('span', { class: 'table__secondary' }, ` — ${entry.error}`) : null) : `HTTP ${entry.status}`),
+      cell('Duration', `${entry.durationMs} ms`),
+      cell('Answer', entry.body ? h('code', { class: 'break' }, entry.body.length > 120 ? `${entry.body.slice(0, 120)}…` : entry.body) : h('span', { class: 'muted' }, '—')))));
+}
+
 /** @param {Delivery} delivery */
 function showDelivery(delivery) {
   const last = delivery.lastResponse;
+  const log = h('div', null, loading('Loading attempts…'));
+  api('GET', `/api/event-webhooks/deliveries/${encodeURIComponent(delivery.id)}`)
+    .then((/** @type {{ attemptLog: AttemptLogEntry[] }} */ full) => replace(log, attemptLogTable(full.attemptLog)))
+    .catch((/** @type {unknown} */ error) => replace(log, alertBox('error', messageOf(error))));
   const rows = [
     ['Delivery ID', h('code', null, delivery.id)],
     ['Event', h('span', null, h('code', null, delivery.eventType), ' ', h('code', null, delivery.eventId))],
@@ -371,6 +474,7 @@ function showDelivery(delivery) {
       last?.body
         ? h('div', { class: 'field' }, h('span', { class: 'field__label' }, 'Response body (first 1,024 bytes)'), h('pre', { class: 'code-block code-block--wrap', tabindex: '0', 'aria-label': 'Response body' }, last.body))
         : null,
+      h('div', { class: 'field' }, h('span', { class: 'field__label' }, 'Every attempt'), log),
       h('div', { class: 'dialog__footer' }, h('button', { type: 'button', class: 'btn btn--primary', onclick: () => dialog.close() }, 'Close')),
     ],
   });

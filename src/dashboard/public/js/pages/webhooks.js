@@ -40,7 +40,8 @@ export function webhooksPage() {
     pageHeader({
       title: 'Event webhooks',
       description: 'We POST signed JSON to your HTTPS endpoints when machines and runs change, and retry for about an hour when they fail.',
-      actions: [add],
+      // The account's events, as delivered (the top bar has no room for another entry at 768 px).
+      actions: [h('a', { class: 'btn', href: '/events' }, 'Event history'), add],
     }),
     card({ title: 'Endpoints', id: 'endpoints', flush: true, actions: [quota] }, body),
   ];
@@ -53,7 +54,7 @@ function row(endpoint) {
       h('div', { class: 'table__primary' }, h('a', { href: `/event-webhooks/${encodeURIComponent(endpoint.id)}` }, endpoint.url)),
       endpoint.description ? h('div', { class: 'table__secondary' }, endpoint.description) : null),
     cell('Events', describeEvents(endpoint.events)),
-    cell('Status', endpoint.enabled ? badge('Active', 'success') : badge('Paused', 'neutral')),
+    cell('Status', endpoint.enabled ? badge('Active', 'success') : endpoint.disabledReason === 'failing' ? badge('Disabled: failing', 'danger') : badge('Paused', 'neutral')),
     cell('Created', timeElement(endpoint.createdAt)));
 }
 

@@ -1,0 +1,147 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { inTransaction } from '../../src/db/transaction.ts';
+import { emitEvent } from '../../src/event-webhooks/outbox.ts';
+import { asSession, registerUser, type TestUser } from '../support/app.ts';
+import { eventually, launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+
+/** Issue 12 in the dashboard: the attempt log, the filters, recover, replay, re-enabling, the Events page. */
+describe('dashboard in Chromium: event history', () => {
+  let live: LiveApp;
+  let browser: Browser;
+  let receiver: HttpsReceiver;
+  let user: TestUser;
+  let context: BrowserContext;
+  let page: Page;
+  let problems: string[];
+
+  before(async () => {
+    // Three attempts 100 ms apart: a delivery fails for good within a second.
+    live = await startLiveApp({ realClock: true, env: { WEBHOOK_MAX_ATTEMPTS: '3', WEBHOOK_RETRY_DELAYS: '100ms' } });
+    browser = await launchBrowser();
+    receiver = await startHttpsReceiver();
+    user = await registerUser(live);
+    context = await newContext(browser);
+    await useSession(context, live, user.session);
+    page = await context.newPage();
+    problems = watchConsole(page);
+  });
+  after(async () => {
+    await browser?.close();
+    await receiver?.close();
+    await live?.close();
+  });
+
+  const call = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: Record<string, unknown>) =>
+    live.app.inject({ method, url, headers: asSession(user.session, live.baseUrl), ...(payload ? { payload } : {}) });
+  const emit = (type: 'machine.created' | 'machine.stopped') =>
+    inTransaction(live.app.deps.db, (tx) => emitEvent(live.app.deps, tx, { accountId: user.id, type, data: { machine: { id: 'mch_ui' }, detail: {} } }));
+  const deliveries = async (endpointId: string) => (await call('GET', `/api/event-webhooks/deliveries?endpoint=${endpointId}`)).json().data as Array<{ id: string; eventId: string; status: string }>;
+  const settledStatus = (endpointId: string, eventId: string, status: string) =>
+    eventually(async () => ((await deliveries(endpointId)).find((d) => d.eventId === eventId)?.status === status ? true : undefined), `delivery ${status}`, 10_000);
+
+  test('the attempt log in the delivery view, and the status filter', async () => {
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/log`, events: ['machine.created'], description: 'Log' })).json();
+    receiver.answer = 503;
+    const failed = await emit('machine.created');
+    await settledStatus(endpoint.id, failed.id, 'failed');
+    receiver.answer = 200;
+    const delivered = await emit('machine.created');
+    await settledStatus(endpoint.id, delivered.id, 'delivered');
+
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    await page.getByRole('heading', { name: 'Log', exact: true }).waitFor();
+    const failedId = (await deliveries(endpoint.id)).find((d) => d.eventId === failed.id)!.id;
+    await page.getByRole('button', { name: `Details of delivery ${failedId}` }).click();
+    const dialog = page.getByRole('dialog', { name: 'Delivery' });
+    const log = dialog.getByRole('table', { name: 'Attempt log' });
+    await log.waitFor();
+    assert.equal(await log.locator('tbody tr').count(), 3, 'three attempts');
+    assert.deepEqual(await log.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-attempt'))), ['1', '2', '3']);
+    assert.ok((await log.textContent())!.includes('HTTP 503'));
+    await dialog.locator('.dialog__footer').getByRole('button', { name: 'Close', exact: true }).click();
+
+    await page.getByRole('combobox', { name: 'Filter by status' }).selectOption('failed');
+    await page.locator(`tr[data-delivery-id]`).first().waitFor();
+    await eventually(async () => ((await page.locator('tr[data-delivery-id]').count()) === 1 ? true : undefined), 'one failed delivery listed');
+    assert.equal(await page.locator('tr[data-delivery-id]').first().getAttribute('data-status'), 'failed');
+    await page.getByRole('combobox', { name: 'Filter by status' }).selectOption('pending');
+    await page.getByText('No matching deliveries').waitFor();
+    await page.getByRole('combobox', { name: 'Filter by status' }).selectOption('');
+    await eventually(async () => ((await page.locator('tr[data-delivery-id]').count()) === 2 ? true : undefined), 'both listed again');
+  });
+
+  test('"Recover failed since…" sends the failed deliveries again', async () => {
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/recover`, events: ['machine.created'], description: 'Recover' })).json();
+    receiver.answer = 500;
+    const event = await emit('machine.created');
+    await settledStatus(endpoint.id, event.id, 'failed');
+    receiver.answer = 200;
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    await page.getByRole('heading', { name: 'Recover', exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Recover failed since…' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Recover failed deliveries' });
+    await dialog.getByLabel('Since').waitFor();
+    await dialog.getByRole('button', { name: 'Recover', exact: true }).click();
+    await page.getByText('1 failed delivery sent again.').waitFor();
+    await settledStatus(endpoint.id, event.id, 'delivered');
+    assert.equal(receiver.received.filter((r) => r.path === '/recover' && r.body.includes(event.id)).length, 4, 'three failed attempts, then the recovered one');
+  });
+
+  test('"Replay missing since…" delivers what the endpoint missed while paused', async () => {
+    receiver.answer = 200;
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/replay`, events: ['machine.stopped'], description: 'Replay' })).json();
+    await call('PATCH', `/api/event-webhooks/${endpoint.id}`, { enabled: false });
+    const missed = await emit('machine.stopped');
+    await call('PATCH', `/api/event-webhooks/${endpoint.id}`, { enabled: true });
+    assert.deepEqual(await deliveries(endpoint.id), []);
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    await page.getByRole('heading', { name: 'Replay', exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Replay missing since…' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Replay missing events' });
+    await dialog.getByRole('button', { name: 'Replay', exact: true }).click();
+    await page.getByText('1 missed event queued for delivery.').waitFor();
+    await settledStatus(endpoint.id, missed.id, 'delivered');
+    assert.equal(receiver.received.filter((r) => r.path === '/replay' && r.body.includes(missed.id)).length, 1);
+  });
+
+  test('a disabled endpoint shows why, and "Re-enable" clears it', async () => {
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/disabled`, description: 'Disabled' })).json();
+    // The state auto-disable leaves (its own test runs five days on a controlled clock).
+    const now = Date.now();
+    await live.app.deps.db.updateTable('event_endpoints').set({ enabled: 0, disabled_reason: 'failing', disabled_at: now, failing_since: now - 5 * 86_400_000 }).where('id', '=', endpoint.id).execute();
+    await live.app.deps.db.updateTable('job_lanes').set({ paused: 1 }).where('lane', '=', endpoint.id).execute();
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    const alert = page.locator('#disabled-reason');
+    await alert.getByText('Disabled because it kept failing.').waitFor();
+    await alert.getByRole('button', { name: 'Re-enable' }).click();
+    await page.getByText('Endpoint re-enabled').waitFor();
+    const after = (await call('GET', `/api/event-webhooks/${endpoint.id}`)).json();
+    assert.deepEqual([after.enabled, after.disabledReason, after.disabledAt], [true, null, null]);
+    assert.equal(await alert.count(), 0);
+  });
+
+  test('the Events page lists recent events with their deliveries', async () => {
+    await page.goto(`${live.baseUrl}/event-webhooks`);
+    await page.getByRole('link', { name: 'Event history' }).click();
+    await page.waitForURL(`${live.baseUrl}/events`);
+    const [newest] = (await call('GET', '/api/events')).json().data as Array<{ id: string; type: string }>;
+    const row = page.locator(`tr[data-event-id="${newest!.id}"]`);
+    await row.waitFor().catch((error: unknown) => {
+      throw new Error(`${String(error)} ${problems.join(' | ')}`);
+    });
+    await row.getByRole('button', { name: `Deliveries of event ${newest!.id}` }).click();
+    const dialog = page.getByRole('dialog', { name: `Event ${newest!.type}` });
+    await dialog.getByRole('table', { name: 'Deliveries of this event' }).waitFor();
+    assert.ok((await dialog.getByLabel('Envelope').textContent())!.includes(newest!.id));
+    await dialog.locator('.dialog__footer').getByRole('button', { name: 'Close', exact: true }).click();
+    await page.getByRole('combobox', { name: 'Filter by event type' }).selectOption('machine.stopped');
+    await eventually(async () => {
+      const types = await page.locator('tr[data-event-id] .table__primary').allTextContents();
+      return types.length > 0 && types.every((type) => type === 'machine.stopped') ? true : undefined;
+    }, 'only machine.stopped events');
+    assert.deepEqual(problems, []);
+  });
+});
