@@ -5,7 +5,6 @@ import { jobType, type JobKind } from '../jobs/job-kind.ts';
 import { MINUTE, SECOND } from '../shared/clock.ts';
 import { findUnqueued, markQueued } from './deliveries.repository.ts';
 import { deliveryJob } from './delivery.job.ts';
-import { countLaneJobs } from './recovery.repository.ts';
 
 /**
  * The feeder: hands recovered and replayed deliveries (pending, not yet
@@ -31,7 +30,7 @@ export function feedKind(deps: Deps): JobKind<{ endpointId: string }> {
     leaseMs: MINUTE,
     retryDelay: exponentialBackoff({ firstMs: 5 * SECOND, maxMs: MINUTE, attempts: Infinity }),
     async perform({ payload: { endpointId } }) {
-      if ((await countLaneJobs(deps.db, endpointId, FEED_BATCH)) >= FEED_BATCH) return { status: 'later', at: deps.clock.now() + FULL_LANE_WAIT_MS };
+      if ((await deps.jobs.countInLane(endpointId, FEED_BATCH)) >= FEED_BATCH) return { status: 'later', at: deps.clock.now() + FULL_LANE_WAIT_MS };
       const handed = await inTransaction(deps.db, async (tx) => {
         const batch = await findUnqueued(tx.db, endpointId, FEED_BATCH);
         const now = deps.clock.now();

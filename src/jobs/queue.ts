@@ -11,6 +11,7 @@ import type { Runner } from './runner.ts';
 import { cancelKeyedJob } from './sql/cancelKeyedJob.ts';
 import { ensureKeyedJob } from './sql/ensureKeyedJob.ts';
 import { countJobs } from './sql/countJobs.ts';
+import { countLaneJobs } from './sql/countLaneJobs.ts';
 import { insertJobs } from './sql/insertJobs.ts';
 import { closeLane, openLane, setLanePaused } from './sql/lanes.ts';
 import { scheduleKeyedJob } from './sql/scheduleKeyedJob.ts';
@@ -63,6 +64,8 @@ export interface Queue {
   closeLane(tx: Tx, lane: string): Promise<void>;
   /** Jobs of this type that exist (for metrics). */
   count<Payload>(type: JobType<Payload>): Promise<number>;
+  /** Jobs in a lane, counted up to `cap` (how full it is, for work that feeds it in batches). */
+  countInLane(lane: string, cap: number): Promise<number>;
 }
 
 export interface QueueDeps {
@@ -164,5 +167,6 @@ export function createQueue({ db, clock, signals, runner, handover }: QueueDeps)
       await closeLane(tx.db, lane);
     },
     count: (type) => countJobs(db, type.name),
+    countInLane: (lane, cap) => countLaneJobs(db, lane, cap),
   };
 }
