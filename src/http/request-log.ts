@@ -87,7 +87,10 @@ function canonicalSegmentIndices(plain: string[]): number[] {
  */
 export function createUrlRedactor(capabilityPaths: readonly string[]): (url: string, route: string | undefined) => string {
   const prefixes = capabilityPaths.map((path) => path.split('/').slice(1));
-  return (url, route) => {
+  return (sentUrl, route) => {
+    // Shapes first: a secret may span segments (base64 has '/'), and redacting its first segment alone would
+    // leave the rest without its shape, in clear.
+    const url = redactSecretShapes(sentUrl);
     const queryStart = url.indexOf('?');
     const path = queryStart === -1 ? url : url.slice(0, queryStart);
     const segments = path.split('/');
@@ -103,7 +106,7 @@ export function createUrlRedactor(capabilityPaths: readonly string[]): (url: str
       if (capability !== undefined && prefix.every((part, i) => plain[canonical[i]!] === part)) secret.add(capability);
     }
     const redactedPath = segments.map((segment, index) => (index > 0 && secret.has(index) ? REDACTED : segment)).join('/');
-    if (queryStart === -1) return redactSecretShapes(redactedPath);
+    if (queryStart === -1) return redactedPath;
     const query = url
       .slice(queryStart + 1)
       .split('&')
@@ -112,6 +115,6 @@ export function createUrlRedactor(capabilityPaths: readonly string[]): (url: str
         return SECRET_QUERY_PARAMS.has(decoded(name).trim().toLowerCase()) ? `${name}=${REDACTED}` : pair;
       })
       .join('&');
-    return redactSecretShapes(`${redactedPath}?${query}`);
+    return `${redactedPath}?${query}`;
   };
 }
