@@ -8,21 +8,19 @@ export type BillingAccountRow = BillingAccountsTable;
 export type LedgerRow = BillingLedgerTable;
 export type MeterRow = BillingMetersTable;
 
+/** The card columns of an account without a card: the one list of what a saved card is. */
+export const NO_CARD = {
+  card_reference: null,
+  card_brand: null,
+  card_last4: null,
+  card_exp_month: null,
+  card_exp_year: null,
+  card_created_at: null,
+} as const satisfies Partial<BillingAccountRow>;
+
 /** Answers a billing row as it would be if none existed yet (no credit, no card). */
 export function emptyBillingAccount(accountId: string, now: number): BillingAccountRow {
-  return {
-    account_id: accountId,
-    balance_micros: 0,
-    welcome_granted_at: null,
-    card_reference: null,
-    card_brand: null,
-    card_last4: null,
-    card_exp_month: null,
-    card_exp_year: null,
-    card_created_at: null,
-    created_at: now,
-    updated_at: now,
-  };
+  return { account_id: accountId, balance_micros: 0, welcome_granted_at: null, ...NO_CARD, created_at: now, updated_at: now };
 }
 
 export async function findBillingAccount(db: Kysely<DB>, accountId: string): Promise<BillingAccountRow | undefined> {

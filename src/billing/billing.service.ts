@@ -12,6 +12,7 @@ import {
   findRecipient,
   listLedgerEntries,
   lockBillingAccount,
+  NO_CARD,
   updateBillingAccount,
   usageByMachine,
   type BillingAccountRow,
@@ -149,15 +150,7 @@ export async function deletePaymentMethod(deps: Deps, provider: PaymentProvider,
   const previous = await inTransaction(deps.db, async (tx) => {
     const row = await lockBillingAccount(tx.db, accountId, now);
     if (row.card_reference === null) return null;
-    await updateBillingAccount(tx.db, accountId, {
-      card_reference: null,
-      card_brand: null,
-      card_last4: null,
-      card_exp_month: null,
-      card_exp_year: null,
-      card_created_at: null,
-      updated_at: now,
-    });
+    await updateBillingAccount(tx.db, accountId, { ...NO_CARD, updated_at: now });
     return row.card_reference;
   });
   if (previous !== null) await forgetCard(deps, provider, previous);
