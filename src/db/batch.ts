@@ -128,10 +128,13 @@ export async function updateRows<Row>(
   const returning = options.returning === true;
   const text = kept(`update;${table}:${columnListId(columns)}x${rows.length};${dialect};${options.also ?? ''};${where.map(([column]) => column).join(',')};${returning}`, () => {
     const next = placeholders(dialect);
-    const values = rows.map(() => `(${columns.map(([, type]) => next(type)).join(', ')})`).join(', ');
+    const keys: string[] = [];
+    const values = rows.map(() => `(${columns.map(([, type], c) => (c === 0 ? (keys.push(next(type)), keys.at(-1)!) : next(type))).join(', ')})`).join(', ');
     const renamed = columns.map(([name], i) => `column${i + 1} as ${quoted(name)}`).join(', ');
     const set = [...columns.slice(1).map(([name]) => `${quoted(name)} = v.${quoted(name)}`), ...(options.also ? [options.also] : [])].join(', ');
-    const conditions = where.map(([column]) => ` and ${quoted(table)}.${quoted(column)} = ${next('text')}`).join('');
+    // PostgreSQL plans a join with VALUES as a hash join over the whole table unless the rows are named by key too: then it walks the key's index.
+    const byKey = dialect === 'postgres' ? ` and ${quoted(table)}.${quoted(key)} in (${keys.join(', ')})` : '';
+    const conditions = byKey + where.map(([column]) => ` and ${quoted(table)}.${quoted(column)} = ${next('text')}`).join('');
     const answer = returning ? ` returning ${quoted(table)}.${quoted(key)} as key` : '';
     return `update ${quoted(table)} set ${set} from (select ${renamed} from (values ${values}) as changes) as v where ${quoted(table)}.${quoted(key)} = v.${quoted(key)}${conditions}${answer}`;
   });

@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import { dialectOf } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { insertRows, updateRows, type AnyRows, type Columns } from '../db/batch.ts';
+import { insertRows, type AnyRows, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
@@ -30,9 +30,6 @@ const COLUMNS: Columns<DeliveriesTable> = [
   ['last_attempt_at', 'bigint'],
   ['created_at', 'bigint'],
 ];
-
-/** What an attempt changes: the outcome columns, after the key. */
-const ATTEMPT_COLUMNS = COLUMNS.filter(([name]) => ['id', 'status', 'next_attempt_at', 'last_status', 'last_body', 'last_error', 'last_duration_ms', 'last_attempt_at'].includes(name));
 
 /** Spec 2.5 / CONTRACT 6: the delivery record as the API shows it. */
 export interface Delivery {
@@ -128,54 +125,68 @@ export interface AttemptRecord {
   at: number;
 }
 
+/** What an attempt changes on its delivery. */
+const OUTCOME_COLUMNS: ReadonlyArray<keyof DeliveriesTable> = ['status', 'next_attempt_at', 'last_status', 'last_body', 'last_error', 'last_duration_ms', 'last_attempt_at'];
+
+/** An attempt's columns as recordAttempts writes a batch of them: the delivery's key and endpoint, its outcome columns (as COLUMNS types them), then what only the attempt log keeps. */
+const ATTEMPT_COLUMNS = [
+  ...COLUMNS.filter(([name]) => name === 'id' || name === 'endpoint_id' || OUTCOME_COLUMNS.includes(name)),
+  ['ok', 'integer'],
+] as const;
+
+function attemptValues(a: AttemptRecord): unknown[] {
+  const byColumn: Record<string, unknown> = {
+    id: a.id,
+    endpoint_id: a.endpointId,
+    status: a.status,
+    next_attempt_at: a.nextAttemptAt,
+    last_status: a.responseStatus,
+    last_body: a.body,
+    last_error: a.error,
+    last_duration_ms: a.durationMs,
+    last_attempt_at: a.at,
+    ok: a.ok ? 1 : 0,
+  };
+  return ATTEMPT_COLUMNS.map(([name]) => byColumn[name]);
+}
+
+/** The statements of recordAttempts, kept per engine and batch size (as db/batch.ts keeps its own). */
+const attemptTexts = new Map<string, string[]>();
+
+function attemptStatements(dialect: 'sqlite' | 'postgres', size: number): string[] {
+  const key = `${dialect}:${size}`;
+  let texts = attemptTexts.get(key);
+  if (texts !== undefined) return texts;
+  let p = 0;
+  const placeholder = (type: string) => (dialect === 'sqlite' ? '?' : `$${++p}::${type}`);
+  const ids: string[] = [];
+  const rows = Array.from({ length: size }, () => `(${ATTEMPT_COLUMNS.map(([, type], c) => (c === 0 ? (ids.push(placeholder(type)), ids.at(-1)!) : placeholder(type))).join(', ')})`);
+  const batch = `v as (select ${ATTEMPT_COLUMNS.map(([name], i) => `column${i + 1} as ${name}`).join(', ')} from (values ${rows.join(', ')}) as attempts)`;
+  // PostgreSQL joins the batch with the whole table (a hash join) unless its rows are named by key too: then it walks the primary key.
+  const byKey = dialect === 'postgres' ? ` and deliveries.id in (${ids.join(', ')})` : '';
+  const update = `update deliveries set ${OUTCOME_COLUMNS.map((name) => `${name} = v.${name}`).join(', ')}, attempts = deliveries.attempts + 1 from v where deliveries.id = v.id${byKey}`;
+  // Each entry of the attempt log is numbered with its delivery's attempt count as just updated.
+  const log = (updated: string) =>
+    `insert into delivery_attempts (n, delivery_id, endpoint_id, at, ok, status, duration_ms, error, body) select d.attempts, v.id, v.endpoint_id, v.last_attempt_at, v.ok, v.last_status, v.last_duration_ms, v.last_error, v.last_body from v join ${updated} d on d.id = v.id`;
+  texts =
+    dialect === 'postgres'
+      ? [`with ${batch}, updated as (${update} returning deliveries.id, deliveries.attempts) ${log('updated')}`]
+      : [`with ${batch} ${update}`, `with ${batch} ${log('deliveries')}`];
+  if (attemptTexts.size > 500) attemptTexts.clear();
+  attemptTexts.set(key, texts);
+  return texts;
+}
+
 /**
- * Records attempts, a batch per statement: the outcome on the delivery (one
- * more attempt made), then the batch's entries of the attempt log, each
- * numbered with its delivery's attempt count as just updated.
+ * Records a batch of attempts: the outcome on each delivery (one more attempt
+ * made) and an entry in its attempt log. On PostgreSQL one statement (the
+ * update a data-modifying part of the log's insert); SQLite, whose
+ * statements cost no round trip, runs the two in turn.
  */
 export async function recordAttempts(db: Kysely<DB>, attempts: readonly AttemptRecord[]): Promise<void> {
   if (attempts.length === 0) return;
-  await updateRows<Partial<DeliveriesTable>>(
-    db,
-    'deliveries',
-    ATTEMPT_COLUMNS,
-    attempts.map((a) => ({
-      id: a.id,
-      status: a.status,
-      next_attempt_at: a.nextAttemptAt,
-      last_status: a.responseStatus,
-      last_body: a.body,
-      last_error: a.error,
-      last_duration_ms: a.durationMs,
-      last_attempt_at: a.at,
-    })),
-    { also: 'attempts = deliveries.attempts + 1' },
-  );
-  await insertAttemptLog(db, attempts);
-}
-
-/** The attempt log's columns as a batch writes them; `n` is read from the delivery. */
-const LOG_COLUMNS = [['delivery_id', 'text'], ['endpoint_id', 'text'], ['at', 'bigint'], ['ok', 'integer'], ['status', 'integer'], ['duration_ms', 'integer'], ['error', 'text'], ['body', 'text']] as const;
-const logTexts = new Map<string, string>();
-
-/** `INSERT … SELECT` from a VALUES list: one statement per batch, its text kept per size (as db/batch.ts does). */
-async function insertAttemptLog(db: Kysely<DB>, attempts: readonly AttemptRecord[]): Promise<void> {
-  const dialect = dialectOf(db);
-  const key = `${dialect}:${attempts.length}`;
-  let text = logTexts.get(key);
-  if (text === undefined) {
-    let p = 0;
-    const placeholder = (type: string) => (dialect === 'sqlite' ? '?' : `$${++p}::${type}`);
-    const values = attempts.map(() => `(${LOG_COLUMNS.map(([, type]) => placeholder(type)).join(', ')})`).join(', ');
-    const renamed = LOG_COLUMNS.map(([name], i) => `column${i + 1} as ${name}`).join(', ');
-    const names = LOG_COLUMNS.map(([name]) => name).join(', ');
-    text = `insert into delivery_attempts (n, ${names}) select d.attempts, ${LOG_COLUMNS.map(([name]) => `v.${name}`).join(', ')} from (select ${renamed} from (values ${values}) as entries) as v join deliveries d on d.id = v.delivery_id`;
-    if (logTexts.size > 500) logTexts.clear();
-    logTexts.set(key, text);
-  }
-  const parameters: unknown[] = [];
-  for (const a of attempts) parameters.push(a.id, a.endpointId, a.at, a.ok ? 1 : 0, a.responseStatus, a.durationMs, a.error, a.body);
-  await db.executeQuery(CompiledQuery.raw(text, parameters));
+  const parameters = attempts.flatMap(attemptValues);
+  for (const text of attemptStatements(dialectOf(db), attempts.length)) await db.executeQuery(CompiledQuery.raw(text, parameters));
 }
 
 /** CONTRACT 13: one entry of a delivery's attempt log. */

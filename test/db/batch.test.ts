@@ -1,0 +1,141 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import { sql, type CompiledQuery, type Kysely } from 'kysely';
+import { connectDatabase, dialectOf } from '../../src/db/connect.ts';
+import { updateRows, type Columns } from '../../src/db/batch.ts';
+import type { DB } from '../../src/db/database.ts';
+import { recordAttempts } from '../../src/event-webhooks/deliveries.repository.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
+import { freshDatabase, onPostgres, type TestDatabase } from '../support/database.ts';
+
+/**
+ * The batched statements of the hot paths (src/db/batch.ts, and the attempt
+ * record of deliveries.repository.ts): they change exactly the rows named,
+ * and on PostgreSQL reach them through the primary key whatever the table's
+ * size, never by reading the whole table.
+ */
+
+interface Wide {
+  id: string;
+  n: number;
+  label: string | null;
+}
+const WIDE: Columns<Wide> = [
+  ['id', 'text'],
+  ['n', 'integer'],
+  ['label', 'text'],
+];
+const KEY_AND_N: Columns<Pick<Wide, 'id' | 'n'>> = [
+  ['id', 'text'],
+  ['n', 'integer'],
+];
+
+/** The statements `run` sends, as sent (a copy of the database handle that records them). */
+async function statementsOf(db: Kysely<DB>, run: (db: Kysely<DB>) => Promise<unknown>): Promise<CompiledQuery[]> {
+  const sent: CompiledQuery[] = [];
+  const recording = new Proxy(db, {
+    get(target, property) {
+      if (property === 'executeQuery') return (query: CompiledQuery) => (sent.push(query), target.executeQuery(query));
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  await run(recording);
+  return sent;
+}
+
+/** The tables a statement's plan reads whole. */
+async function tablesScanned(db: Kysely<DB>, query: CompiledQuery): Promise<string[]> {
+  const { rows } = await db.executeQuery<{ 'QUERY PLAN': unknown }>({ ...query, sql: `explain (format json) ${query.sql}` });
+  const scanned: string[] = [];
+  const walk = (node: Record<string, unknown>) => {
+    if (node['Node Type'] === 'Seq Scan') scanned.push(node['Relation Name'] as string);
+    for (const child of (node['Plans'] as Array<Record<string, unknown>> | undefined) ?? []) walk(child);
+  };
+  const plan = rows[0]!['QUERY PLAN'];
+  walk((typeof plan === 'string' ? JSON.parse(plan) : plan)[0].Plan);
+  return scanned;
+}
+
+describe('batched statements', () => {
+  let database: TestDatabase;
+  let db: Kysely<DB>;
+
+  before(async () => {
+    database = await freshDatabase();
+    db = connectDatabase(database.url, { schema: database.schema });
+    await migrateToLatest(db);
+    await sql`create table wide (id text primary key, n integer not null, label text)`.execute(db);
+    // Enough rows, with statistics, that reading the whole table looks cheap to a planner that does not know which rows a batch names.
+    const values = Array.from({ length: 20_000 }, (_, i) => sql`(${`w${String(i).padStart(5, '0')}`}, ${i}, ${null})`);
+    for (let i = 0; i < values.length; i += 1000) await sql`insert into wide (id, n, label) values ${sql.join(values.slice(i, i + 1000))}`.execute(db);
+    if (dialectOf(db) === 'postgres') await sql`analyze wide`.execute(db);
+  });
+  after(async () => {
+    await db.destroy();
+    await database.drop();
+  });
+
+  test('updateRows sets each row its own values, only where the condition holds, and answers the keys it changed', async () => {
+    const changed = await updateRows<Wide>(
+      db,
+      'wide' as keyof DB & string,
+      WIDE,
+      [
+        { id: 'w00001', n: -1, label: 'one' },
+        { id: 'w00002', n: -2, label: null },
+        { id: 'absent', n: -3, label: 'none' },
+      ],
+      { returning: true },
+    );
+    assert.deepEqual(changed.sort(), ['w00001', 'w00002']);
+    const rowsOf = async (ids: string[]) => (await sql<Wide>`select id, n, label from wide where id in (${sql.join(ids)}) order by id`.execute(db)).rows.map((row) => ({ ...row }));
+    assert.deepEqual(await rowsOf(['w00000', 'w00001', 'w00002']), [
+      { id: 'w00000', n: 0, label: null },
+      { id: 'w00001', n: -1, label: 'one' },
+      { id: 'w00002', n: -2, label: null },
+    ]);
+    const none = await updateRows<Pick<Wide, 'id' | 'n'>>(db, 'wide' as keyof DB & string, KEY_AND_N, [{ id: 'w00003', n: -4 }], { also: "label = 'also'", where: { label: 'no such label' }, returning: true });
+    assert.deepEqual(none, []);
+    const some = await updateRows<Pick<Wide, 'id' | 'n'>>(db, 'wide' as keyof DB & string, KEY_AND_N, [{ id: 'w00001', n: 1 }], { also: "label = 'also'", where: { label: 'one' }, returning: true });
+    assert.deepEqual(some, ['w00001']);
+    assert.deepEqual(await rowsOf(['w00001', 'w00003']), [
+      { id: 'w00001', n: 1, label: 'also' },
+      { id: 'w00003', n: 3, label: null },
+    ]);
+  });
+
+  test('on PostgreSQL, a batch update walks the primary key instead of reading the whole table', { skip: !onPostgres && 'Postgres only' }, async () => {
+    const batch = Array.from({ length: 150 }, (_, i) => ({ id: `w${String(i * 97).padStart(5, '0')}`, n: i, label: 'batched' }));
+    const [update] = await statementsOf(db, (recording) => updateRows<Wide>(recording, 'wide' as keyof DB & string, WIDE, batch));
+    assert.deepEqual(await tablesScanned(db, update!), []);
+  });
+
+  test('on PostgreSQL, recording a batch of attempts is one statement that reads no table whole', { skip: !onPostgres && 'Postgres only' }, async () => {
+    const now = Date.now();
+    await sql`insert into accounts (id, email, name, password_hash, email_verified_at, created_at, updated_at) values ('acct_1', 'a@example.com', 'a', 'x', null, ${now}, ${now})`.execute(db);
+    await sql`insert into event_endpoints (id, account_id, url, description, events, secret, enabled, created_at, updated_at) values ('ep_1', 'acct_1', 'https://example.com/hook', '', '["*"]', 'whsec_x', 1, ${now}, ${now})`.execute(db);
+    await sql`insert into events (id, account_id, type, payload, created_at) select 'evt_' || lpad(i::text, 5, '0'), 'acct_1', 'machine.created', '{}', ${now} from generate_series(0, 19999) as i`.execute(db);
+    await sql`insert into deliveries (id, account_id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at) select 'dlv_' || lpad(i::text, 5, '0'), 'acct_1', 'ep_1', 'evt_' || lpad(i::text, 5, '0'), 'machine.created', 'pending', 0, ${now}, ${now} from generate_series(0, 19999) as i`.execute(db);
+    await sql`analyze deliveries`.execute(db);
+    const attempts = Array.from({ length: 150 }, (_, i) => ({
+      id: `dlv_${String(i * 97).padStart(5, '0')}`,
+      endpointId: 'ep_1',
+      ok: i % 2 === 0,
+      status: i % 2 === 0 ? ('delivered' as const) : ('pending' as const),
+      nextAttemptAt: i % 2 === 0 ? null : now + 60_000,
+      responseStatus: i % 2 === 0 ? 200 : 500,
+      body: 'ok',
+      error: i % 2 === 0 ? null : 'status 500',
+      durationMs: 3,
+      at: now,
+    }));
+    const statements = await statementsOf(db, (recording) => recordAttempts(recording, attempts));
+    assert.equal(statements.length, 1);
+    assert.deepEqual(await tablesScanned(db, statements[0]!), []);
+    const logged = (await sql<{ n: number; count: string }>`select n, count(*)::text as count from delivery_attempts group by n`.execute(db)).rows.map((row) => ({ ...row }));
+    assert.deepEqual(logged, [{ n: 1, count: '150' }], 'every attempt logged once, numbered 1');
+    const retrying = (await sql<{ status: string; attempts: number; last_error: string }>`select status, attempts, last_error from deliveries where id = 'dlv_00097'`.execute(db)).rows[0];
+    assert.deepEqual({ ...retrying }, { status: 'pending', attempts: 1, last_error: 'status 500' });
+  });
+});
