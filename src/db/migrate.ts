@@ -8,6 +8,7 @@ import * as jobs from './migrations/0005_jobs.ts';
 import * as billing from './migrations/0006_billing.ts';
 import * as eventHistory from './migrations/0007_event_history.ts';
 import * as oauth from './migrations/0008_oauth.ts';
+import * as deliveriesInPlace from './migrations/0009_deliveries_in_place.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -21,6 +22,7 @@ const migrations: Record<string, Migration> = {
   '0006_billing': billing,
   '0007_event_history': eventHistory,
   '0008_oauth': oauth,
+  '0009_deliveries_in_place': deliveriesInPlace,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
@@ -31,6 +33,16 @@ const provider: MigrationProvider = { getMigrations: async () => migrations };
  */
 export async function migrateToLatest(db: Kysely<DB>): Promise<void> {
   const { error } = await new Migrator({ db, provider, ...(await migrationTableSchema(db)) }).migrateToLatest();
+  if (error) throw error;
+}
+
+/**
+ * Brings the schema up to the named migration, no further (tests of what a
+ * migration does to the rows it finds).
+ * @throws the first migration error.
+ */
+export async function migrateTo(db: Kysely<DB>, name: string): Promise<void> {
+  const { error } = await new Migrator({ db, provider, ...(await migrationTableSchema(db)) }).migrateTo(name);
   if (error) throw error;
 }
 

@@ -29,6 +29,7 @@ const COLUMNS: Columns<DeliveriesTable> = [
   ['last_duration_ms', 'integer'],
   ['last_attempt_at', 'bigint'],
   ['created_at', 'bigint'],
+  ['unqueued', 'integer'],
 ];
 
 /** Spec 2.5 / CONTRACT 6: the delivery record as the API shows it. */
@@ -78,6 +79,7 @@ export function newDeliveryRow(now: number, accountId: string, endpointId: strin
     last_duration_ms: null,
     last_attempt_at: null,
     created_at: now,
+    unqueued: null,
   };
 }
 
@@ -282,7 +284,7 @@ export async function reopenFailed(
   if (after !== undefined) query = query.where('id', '>', after);
   const ids = (await query.orderBy('id').limit(limit).execute()).map((row) => row.id);
   if (ids.length === 0) return { count: 0, last: undefined, more: false };
-  const result = await db.updateTable('deliveries').set({ status: 'pending', next_attempt_at: null }).where('id', 'in', ids).where('status', '=', 'failed').executeTakeFirst();
+  const result = await db.updateTable('deliveries').set({ status: 'pending', next_attempt_at: null, unqueued: 1 }).where('id', 'in', ids).where('status', '=', 'failed').executeTakeFirst();
   return { count: Number(result.numUpdatedRows), last: ids.at(-1), more: ids.length === limit };
 }
 
@@ -315,8 +317,7 @@ export async function findUnqueued(db: Kysely<DB>, endpointId: string, limit: nu
     .innerJoin('events as e', 'e.id', 'd.event_id')
     .select(['d.id', 'd.event_type', 'e.payload'])
     .where('d.endpoint_id', '=', endpointId)
-    .where('d.status', '=', 'pending')
-    .where('d.next_attempt_at', 'is', null)
+    .where('d.unqueued', '=', 1)
     .orderBy('d.id')
     .limit(limit);
   if (dialectOf(db) === 'postgres') query = query.forUpdate('d').skipLocked();
@@ -327,7 +328,7 @@ export async function findUnqueued(db: Kysely<DB>, endpointId: string, limit: nu
 /** Handed to the lane: due from now. */
 export async function markQueued(db: Kysely<DB>, ids: readonly string[], now: number): Promise<void> {
   if (ids.length === 0) return;
-  await db.updateTable('deliveries').set({ next_attempt_at: now }).where('id', 'in', ids).where('status', '=', 'pending').where('next_attempt_at', 'is', null).execute();
+  await db.updateTable('deliveries').set({ next_attempt_at: now, unqueued: null }).where('id', 'in', ids).where('unqueued', '=', 1).execute();
 }
 
 /** Whether the endpoint has a failed attempt in [from, to) (an index probe), and whether it has a successful one. */

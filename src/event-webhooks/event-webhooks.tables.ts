@@ -38,6 +38,8 @@ export interface DeliveriesTable {
   last_duration_ms: number | null;
   last_attempt_at: number | null;
   created_at: number;
+  /** 1 while a recovered or replayed delivery waits for the feeder to hand it to its lane, else null (no attempt ever changes it). */
+  unqueued: number | null;
 }
 
 /** One attempt of a delivery, as the attempt log keeps it. */

@@ -86,7 +86,7 @@ export async function replayMissing(deps: Deps, accountId: string, endpointId: s
       count += await inTransaction(deps.db, async (tx) => {
         const have = await eventsWithDelivery(tx.db, endpointId, ids);
         const now = deps.clock.now();
-        const rows = ids.filter((id) => !have.has(id)).map((id) => ({ ...newDeliveryRow(now, accountId, endpointId, { id, type }), next_attempt_at: null }));
+        const rows = ids.filter((id) => !have.has(id)).map((id) => ({ ...newDeliveryRow(now, accountId, endpointId, { id, type }), next_attempt_at: null, unqueued: 1 }));
         const added = await insertMissingDeliveries(tx.db, rows);
         if (added > 0) await deps.jobs.enqueue(tx, feedJob, [{ payload: { endpointId } }]);
         return added;

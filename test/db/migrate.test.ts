@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { connectDatabase } from '../../src/db/connect.ts';
-import { migrateToLatest } from '../../src/db/migrate.ts';
+import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts';
+import { findUnqueued } from '../../src/event-webhooks/deliveries.repository.ts';
 import { createTestApp, registerUser } from '../support/app.ts';
 import { freshDatabase, onPostgres, TEST_DATABASE_URL } from '../support/database.ts';
 
@@ -47,5 +48,28 @@ test('introspection reads only our own schema, so another schema dropped meanwhi
     await db.destroy();
     await other.drop();
     await ours.drop();
+  }
+});
+
+test('0009: a recovered delivery still waiting for its lane keeps waiting, for the feeder to find, and nothing else does', async () => {
+  const database = await freshDatabase();
+  const db = connectDatabase(database.url, { schema: database.schema });
+  try {
+    await migrateTo(db, '0008_oauth');
+    const now = Date.now();
+    await sql`insert into accounts (id, email, name, password_hash, email_verified_at, created_at, updated_at) values ('acct_1', 'a@example.com', 'a', 'x', null, ${now}, ${now})`.execute(db);
+    await sql`insert into event_endpoints (id, account_id, url, description, events, secret, enabled, created_at, updated_at) values ('ep_1', 'acct_1', 'https://example.com/hook', '', '["*"]', 'whsec_x', 1, ${now}, ${now})`.execute(db);
+    await sql`insert into events (id, account_id, type, payload, created_at) values ('evt_1', 'acct_1', 'machine.created', '{}', ${now}), ('evt_2', 'acct_1', 'machine.created', '{}', ${now}), ('evt_3', 'acct_1', 'machine.created', '{}', ${now})`.execute(db);
+    // Waiting for the feeder (pending, nothing due); pending and due; finished.
+    await sql`insert into deliveries (id, account_id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at) values
+      ('dlv_1', 'acct_1', 'ep_1', 'evt_1', 'machine.created', 'pending', 3, null, ${now}),
+      ('dlv_2', 'acct_1', 'ep_1', 'evt_2', 'machine.created', 'pending', 0, ${now}, ${now}),
+      ('dlv_3', 'acct_1', 'ep_1', 'evt_3', 'machine.created', 'failed', 8, null, ${now})`.execute(db);
+    await migrateToLatest(db);
+    const waiting = await findUnqueued(db, 'ep_1', 10);
+    assert.deepEqual(waiting.map((delivery) => delivery.deliveryId), ['dlv_1']);
+  } finally {
+    await db.destroy();
+    await database.drop();
   }
 });
