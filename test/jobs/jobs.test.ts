@@ -230,12 +230,13 @@ describe('jobs across processes: leases', () => {
     successor.register(kind.kind);
     const release = stalled.stall();
     dying.start();
-    successor.start();
     try {
       await inTransaction(db, (tx) => ctx.app.deps.jobs.enqueue(tx, kind.type, [{ payload: { n: 7 } }]));
       dying.wake();
       for (let i = 0; i < 500 && stalled.attempts.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
       assert.equal(stalled.attempts.length, 1, 'the first process took it, and hangs');
+      // Started only now: its first poll, at start, could otherwise take the job before the first process does.
+      successor.start();
       const [held] = await db.selectFrom('jobs').selectAll().where('kind', '=', 'test.leased').execute();
       assert.equal(held?.locked_by, dying.id);
       assert.equal(held?.locked_until, clock.now() + 30_000);

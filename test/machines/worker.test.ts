@@ -110,7 +110,9 @@ describe('the machine worker across processes', () => {
     setBoth(at(12, 5));
     await workerPass(first);
     const again = { ...owner, call: (method: 'GET', url: string) => first.app.inject({ method, url, headers: { authorization: `Bearer ${owner.key}` } }) };
-    assert.equal((await again.call('GET', `/api/machines/${booting.id}`)).json().status, 'running');
+    // Either instance may take up the work (on PostgreSQL the other hears it is due): wait for it to finish wherever it runs.
+    await waitFor('the boot to finish', async () => (await again.call('GET', `/api/machines/${booting.id}`)).json().status === 'running');
+    await waitFor('the scheduled run to finish', async () => (await again.call('GET', `/api/machines/${running.id}/runs`)).json().data[0]?.status === 'succeeded');
     const runs = (await again.call('GET', `/api/machines/${running.id}/runs`)).json().data;
     assert.equal(runs.length, 1);
     assert.equal(runs[0].status, 'succeeded');
