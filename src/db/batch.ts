@@ -1,5 +1,5 @@
 import { CompiledQuery, type Kysely } from 'kysely';
-import { dialectOf } from './connect.ts';
+import { dialectOf, type DialectName } from './connect.ts';
 import type { DB } from './database.ts';
 
 /**
@@ -103,6 +103,96 @@ export async function insertAll(db: Kysely<DB>, inserts: readonly AnyRows[]): Pr
   const values: unknown[] = [];
   for (const insert of nonEmpty) pushValues(values, insert);
   await db.executeQuery(CompiledQuery.raw(text, values));
+}
+
+/**
+ * A select that chooses the rows of an insertEach, named `source` in its
+ * statements: `text` writes it for the engine, with `param(type)` in place of
+ * each of `values(dialect)`, in order.
+ */
+export interface Source {
+  /** Tells this source's text from others among the kept texts. */
+  name: string;
+  text(dialect: DialectName, param: (type: ColumnType) => string): string;
+  values(dialect: DialectName): unknown[];
+}
+
+/** Rows like `template`, one per row of the source, each with the columns of `taken` read from the source row's named column instead. */
+export interface RowsPerSourceRow<Row> {
+  table: keyof DB & string;
+  columns: Columns<Row>;
+  template: Row;
+  taken: Partial<Record<keyof Row & string, string>>;
+}
+
+/** Any table's rows per source row, as insertEach takes them. */
+export type AnyRowsPerSourceRow = RowsPerSourceRow<never>;
+
+function insertEachText(insert: AnyRowsPerSourceRow, next: (type: ColumnType) => string): string {
+  const taken = insert.taken as Record<string, string>;
+  const expressions = insert.columns.map(([name, type]) => (name in taken ? `source.${quoted(taken[name]!)}` : next(type)));
+  return `insert into ${quoted(insert.table)} (${insert.columns.map(([name]) => quoted(name)).join(', ')}) select ${expressions.join(', ')} from source`;
+}
+
+function pushTemplateValues(values: unknown[], insert: AnyRowsPerSourceRow): void {
+  const template = insert.template as unknown as Record<string, unknown>;
+  for (const [name] of insert.columns) if (!(name in insert.taken)) values.push(template[name]);
+}
+
+/**
+ * Rows chosen by the database: `fixed` as given, `each` one row per row of
+ * `source` (say, a delivery and its job for every endpoint an event goes
+ * to), written together: on PostgreSQL in one statement, the source read once,
+ * a round trip for all; on SQLite one statement per table, each choosing the
+ * source's rows again (the same rows: its writers take turns). Answers the
+ * `returning` columns of the last `each` insert, a row per source row.
+ */
+export async function insertEach<Result>(
+  db: Kysely<DB>,
+  source: Source,
+  fixed: readonly AnyRows[],
+  each: readonly [...AnyRowsPerSourceRow[], AnyRowsPerSourceRow],
+  returning: readonly string[],
+): Promise<Result[]> {
+  const dialect = dialectOf(db);
+  const nonEmpty = fixed.filter((insert) => insert.rows.length > 0);
+  let shape = `each;${source.name};${dialect};${returning.join(',')}`;
+  for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}x${rows.length}`;
+  for (const { table, columns, taken } of each) shape += `;${table}:${columnListId(columns)}<${Object.entries(taken).join(',')}`;
+  const answer = ` returning ${returning.map(quoted).join(', ')}`;
+  const sourceValues = source.values(dialect);
+  if (dialect === 'sqlite') {
+    for (const insert of nonEmpty) {
+      const text = kept(`insert;${insert.table}:${columnListId(insert.columns)}x${insert.rows.length};${dialect}`, () => insertText(dialect, insert, placeholders(dialect)));
+      const values: unknown[] = [];
+      pushValues(values, insert);
+      await db.executeQuery(CompiledQuery.raw(text, values));
+    }
+    let result: Result[] = [];
+    for (const [i, insert] of each.entries()) {
+      const last = i === each.length - 1;
+      const text = kept(`${shape};${i}`, () => {
+        const next = placeholders(dialect);
+        return `with source as (${source.text(dialect, next)}) ${insertEachText(insert, next)}${last ? answer : ''}`;
+      });
+      const values = [...sourceValues];
+      pushTemplateValues(values, insert);
+      const { rows } = await db.executeQuery<Result>(CompiledQuery.raw(text, values));
+      if (last) result = [...rows];
+    }
+    return result;
+  }
+  const text = kept(shape, () => {
+    const next = placeholders(dialect);
+    const ctes = [`source as (${source.text(dialect, next)})`];
+    for (const insert of nonEmpty) ctes.push(`w${ctes.length} as (${insertText(dialect, insert, next)})`);
+    for (const insert of each.slice(0, -1)) ctes.push(`w${ctes.length} as (${insertEachText(insert, next)})`);
+    return `with ${ctes.join(', ')} ${insertEachText(each.at(-1)!, next)}${answer}`;
+  });
+  const values = [...sourceValues];
+  for (const insert of nonEmpty) pushValues(values, insert);
+  for (const insert of each) pushTemplateValues(values, insert);
+  return [...(await db.executeQuery<Result>(CompiledQuery.raw(text, values))).rows];
 }
 
 /**

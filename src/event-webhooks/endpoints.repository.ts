@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
-import { dialectOf } from '../db/connect.ts';
+import { dialectOf, type DialectName } from '../db/connect.ts';
+import type { Source } from '../db/batch.ts';
 import { toIso } from '../shared/clock.ts';
 import type { EventEndpointsTable } from './event-webhooks.tables.ts';
 
@@ -85,23 +86,36 @@ export async function deleteEndpointRow(db: Kysely<DB>, accountId: string, id: s
   return result.numDeletedRows > 0n;
 }
 
-/** Spec 6.4 rule 4: the one statement of who receives what. */
+/** Spec 6.4 rule 4: who receives what. */
 export function subscribes(events: readonly string[], type: string): boolean {
   return events.includes('*') || events.includes(type);
 }
 
+/** The same rule in SQL, for a statement that chooses the endpoints itself: the `events` column subscribes to the type `type` stands for. */
+function subscribesInSql(dialect: DialectName, type: string): string {
+  return dialect === 'postgres' ? `(events::jsonb ? ${type} or events::jsonb ? '*')` : `exists (select 1 from json_each(events) where value in (${type}, '*'))`;
+}
+
 /**
  * The account's enabled endpoints that want this event type, as of this
- * transaction. On PostgreSQL they are locked as the deliveries' foreign key
- * would lock them, when they are chosen: a delete of one of them waits for
- * this transaction (and then cancels its delivery) instead of failing it.
- * SQLite writers already run one at a time.
+ * transaction, as the rows of a write (db/batch.ts's Source): `lane`, the
+ * endpoint, and `id`, its delivery's (the n-th of `ids`, in endpoint order;
+ * an account has at most MAX_ENDPOINTS_PER_ACCOUNT endpoints). On PostgreSQL
+ * they are locked as the deliveries' foreign key would lock them, when they
+ * are chosen: a delete of one of them waits for this transaction (and then
+ * cancels its delivery) instead of failing it, and a pause waits too (its
+ * lane is open until this commits). SQLite writers already run one at a time.
  */
-export async function findSubscribedEndpointIds(db: Kysely<DB>, accountId: string, type: string): Promise<string[]> {
-  // Once per event: a template rather than the query builder, which would cost more to build it than SQLite takes to run it.
-  const lock = dialectOf(db) === 'postgres' ? sql` for key share` : sql``;
-  const { rows } = await sql<Pick<EventEndpointsTable, 'id' | 'events'>>`select id, events from event_endpoints where account_id = ${accountId} and enabled = 1${lock}`.execute(db);
-  return rows.filter((row) => subscribes(JSON.parse(row.events) as string[], type)).map((row) => row.id);
+export function subscribedEndpoints(accountId: string, type: string, ids: readonly string[]): Source {
+  return {
+    name: 'subscribed-endpoints',
+    text: (dialect, param) => {
+      const nth = dialect === 'postgres' ? `(${param('text')}::text[])[row_number() over (order by e.id)]` : `json_extract(${param('text')}, '$[' || (row_number() over (order by e.id) - 1) || ']')`;
+      const lock = dialect === 'postgres' ? ' for key share' : '';
+      return `select e.id as lane, ${nth} as id from (select id from event_endpoints where account_id = ${param('text')} and enabled = 1 and ${subscribesInSql(dialect, param('text'))}${lock}) as e`;
+    },
+    values: (dialect) => [dialect === 'postgres' ? ids : JSON.stringify(ids), accountId, type],
+  };
 }
 
 export async function findTarget(db: Kysely<DB>, id: string): Promise<EndpointTarget | undefined> {

@@ -1,39 +1,30 @@
 import type { Deps } from '../deps.ts';
 import type { Tx } from '../db/transaction.ts';
 import { eventRow, newEnvelope, type EventEnvelope, type NewEvent } from '../events/envelope.ts';
-import { eventRows, insertEvent } from '../events/events.repository.ts';
-import { deliveryRows, newDeliveryRow } from './deliveries.repository.ts';
+import { eventRows } from '../events/events.repository.ts';
+import { newId } from '../shared/ids.ts';
+import { deliveriesEach, newDeliveryRow } from './deliveries.repository.ts';
 import { deliveryJob } from './delivery.job.ts';
-import { findSubscribedEndpointIds } from './endpoints.repository.ts';
+import { subscribedEndpoints } from './endpoints.repository.ts';
+import { MAX_ENDPOINTS_PER_ACCOUNT } from './endpoints.service.ts';
 
 /**
  * The outbox: stores the event, and a delivery (with its job) for every
  * endpoint of the account that is enabled and subscribed right now, inside
  * the caller's transaction, so the event and its deliveries exist if and only
- * if the change that caused them does. The first attempts start as soon as
- * the transaction commits.
+ * if the change that caused them does. The database chooses the endpoints as
+ * it writes (one statement on PostgreSQL); the first attempts start as soon
+ * as the transaction commits.
  */
 export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<EventEnvelope> {
   const now = deps.clock.now();
   const envelope = newEnvelope(event.type, event.data, now);
   const row = eventRow(event.accountId, envelope, now);
-  const endpointIds = await findSubscribedEndpointIds(tx.db, event.accountId, event.type);
-  if (endpointIds.length === 0) {
-    await insertEvent(tx.db, row);
-    return envelope;
-  }
-  const deliveries = endpointIds.map((endpointId) => newDeliveryRow(now, event.accountId, endpointId, envelope));
-  await deps.jobs.enqueue(
-    tx,
-    deliveryJob,
-    deliveries.map((delivery) => ({
-      id: delivery.id,
-      payload: {},
-      lane: delivery.endpoint_id,
-      work: { deliveryId: delivery.id, eventType: envelope.type, payload: row.payload },
-    })),
-    // The endpoints were read enabled in this transaction: their lanes are open.
-    { alongside: [eventRows(row), deliveryRows(deliveries)], lanesOpen: true },
-  );
+  // One id ready for each endpoint the account may have; the database takes as many as it chooses endpoints.
+  const deliveryIds = Array.from({ length: MAX_ENDPOINTS_PER_ACCOUNT }, () => newId('dlv', now));
+  await deps.jobs.enqueueEach(tx, deliveryJob, subscribedEndpoints(event.accountId, event.type, deliveryIds), {}, {
+    alongside: { fixed: [eventRows(row)], each: [deliveriesEach(newDeliveryRow(now, event.accountId, '', envelope))] },
+    workOf: (deliveryId) => ({ deliveryId, eventType: envelope.type, payload: row.payload }),
+  });
   return envelope;
 }

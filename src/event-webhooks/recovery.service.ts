@@ -5,7 +5,7 @@ import { eventIdsInWindow, findEventRow } from '../events/events.repository.ts';
 import { invalidRequest, notFound } from '../http/errors.ts';
 import { idBoundAt } from '../shared/ids.ts';
 import { eventsWithDelivery, insertMissingDeliveries, newDeliveryRow, reopenFailed } from './deliveries.repository.ts';
-import { findEndpointRow } from './endpoints.repository.ts';
+import { findEndpointRow, subscribes } from './endpoints.repository.ts';
 import { feedJob } from './recovery.job.ts';
 
 export interface Window {
@@ -74,7 +74,7 @@ export async function replayMissing(deps: Deps, accountId: string, endpointId: s
   const endpoint = await endpointOf(deps, accountId, endpointId);
   const subscribed = JSON.parse(endpoint.events) as string[];
   // webhook.test is never replayed: only the catalogue's types.
-  const types = subscribed.includes('*') ? ALL_EVENT_TYPES : ALL_EVENT_TYPES.filter((type) => subscribed.includes(type));
+  const types = ALL_EVENT_TYPES.filter((type) => subscribes(subscribed, type));
   const fromId = idBoundAt('evt', from);
   const toId = idBoundAt('evt', to + 1);
   let count = 0;
