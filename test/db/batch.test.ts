@@ -6,7 +6,7 @@ import { updateRows, type Columns } from '../../src/db/batch.ts';
 import type { DB } from '../../src/db/database.ts';
 import { recordAttempts } from '../../src/event-webhooks/deliveries.repository.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
-import { freshDatabase, onPostgres, type TestDatabase } from '../support/database.ts';
+import { freshDatabase, onPostgres, recordingStatements, type TestDatabase } from '../support/database.ts';
 
 /**
  * The batched statements of the hot paths (src/db/batch.ts, and the attempt
@@ -33,14 +33,7 @@ const KEY_AND_N: Columns<Pick<Wide, 'id' | 'n'>> = [
 /** The statements `run` sends, as sent (a copy of the database handle that records them). */
 async function statementsOf(db: Kysely<DB>, run: (db: Kysely<DB>) => Promise<unknown>): Promise<CompiledQuery[]> {
   const sent: CompiledQuery[] = [];
-  const recording = new Proxy(db, {
-    get(target, property) {
-      if (property === 'executeQuery') return (query: CompiledQuery) => (sent.push(query), target.executeQuery(query));
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  await run(recording);
+  await run(recordingStatements(db, sent));
   return sent;
 }
 

@@ -1,15 +1,14 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import type { CompiledQuery, Kysely } from 'kysely';
+import type { CompiledQuery } from 'kysely';
 import fc from 'fast-check';
-import type { DB } from '../../src/db/database.ts';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { subscribes } from '../../src/event-webhooks/endpoints.repository.ts';
 import { createEndpoint, updateEndpoint } from '../../src/event-webhooks/endpoints.service.ts';
 import { emitEvent } from '../../src/event-webhooks/outbox.ts';
 import { ALL_EVENT_TYPES, type EventType } from '../../src/events/event-types.ts';
 import { createTestApp, registerUser, type TestContext } from '../support/app.ts';
-import { onPostgres } from '../support/database.ts';
+import { onPostgres, recordingStatements } from '../support/database.ts';
 
 /**
  * The outbox lets the database choose the endpoints an event goes to as it
@@ -63,16 +62,9 @@ describe('the outbox', () => {
     const user = await registerUser(ctx);
     for (const events of [['*'], ['machine.created'], ['run.failed']]) await createEndpoint(ctx.app.deps, user.id, { url: 'https://example.com/hook', events });
     const sent: CompiledQuery[] = [];
-    const event = await inTransaction(ctx.app.deps.db, async (tx) => {
-      const recording = new Proxy(tx.db, {
-        get(target, property) {
-          if (property === 'executeQuery') return (query: CompiledQuery) => (sent.push(query), target.executeQuery(query));
-          const value: unknown = Reflect.get(target, property, target);
-          return typeof value === 'function' ? value.bind(target) : value;
-        },
-      });
-      return emitEvent(ctx.app.deps, { db: recording as Kysely<DB> as typeof tx.db, afterCommit: tx.afterCommit }, { accountId: user.id, type: 'machine.created', data: {} });
-    });
+    const event = await inTransaction(ctx.app.deps.db, (tx) =>
+      emitEvent(ctx.app.deps, { db: recordingStatements(tx.db, sent), afterCommit: tx.afterCommit }, { accountId: user.id, type: 'machine.created', data: {} }),
+    );
     const notices = sent.filter((query) => query.sql.includes('pg_notify'));
     assert.equal(sent.length - notices.length, 1, sent.map((query) => query.sql.slice(0, 60)).join('\n'));
     const deliveries = await ctx.app.deps.db.selectFrom('deliveries').select('id').where('event_id', '=', event.id).execute();

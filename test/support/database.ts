@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import type { CompiledQuery, Kysely } from 'kysely';
+import type { DB } from '../../src/db/database.ts';
 import pg from 'pg';
 
 /** `npm test` runs on in-memory SQLite unless DATABASE_URL names a Postgres database. */
@@ -36,4 +38,15 @@ export function urlWithSchema(database: TestDatabase): string {
   const url = new URL(database.url);
   url.searchParams.set('options', `-c search_path=${database.schema}`);
   return url.toString();
+}
+
+/** The same database handle (or transaction), recording in `sent` every statement sent through it. */
+export function recordingStatements<Handle extends Pick<Kysely<DB>, 'executeQuery'>>(db: Handle, sent: CompiledQuery[]): Handle {
+  return new Proxy(db, {
+    get(target, property) {
+      if (property === 'executeQuery') return (query: CompiledQuery) => (sent.push(query), target.executeQuery(query));
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }
