@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import type { Tx } from '../db/transaction.ts';
-import type { OAuthGrantsTable } from './oauth.tables.ts';
+import type { OAuthGrantsTable, OAuthRecordsTable } from './oauth.tables.ts';
 
 /** An authorization server record as its adapter gives it back, or undefined when absent or expired. */
 export async function findRecord(db: Kysely<DB>, kind: string, idHash: string, now: number): Promise<{ payload: string; consumed_at: number | null } | undefined> {
@@ -24,14 +24,8 @@ export async function findRecordByUid(db: Kysely<DB>, kind: string, uid: string,
     .executeTakeFirst();
 }
 
-export interface RecordRow {
-  kind: string;
-  id_hash: string;
-  payload: string;
-  grant_id: string | null;
-  uid: string | null;
-  expires_at: number | null;
-}
+/** A record as the adapter writes it: consumption is marked apart. */
+export type RecordRow = Omit<OAuthRecordsTable, 'consumed_at'>;
 
 export async function upsertRecord(db: Kysely<DB>, row: RecordRow): Promise<void> {
   await db
