@@ -144,4 +144,32 @@ describe('dashboard in Chromium: event history', () => {
     }, 'only machine.stopped events');
     assert.deepEqual(problems, []);
   });
+
+  test('long lists load older pages: the deliveries of an endpoint and the events', async () => {
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/long`, events: ['machine.stopped'], description: 'Long' })).json();
+    receiver.answer = 200;
+    const emitted = [];
+    for (let i = 0; i < 55; i++) emitted.push(await emit('machine.stopped'));
+    await settledStatus(endpoint.id, emitted.at(-1)!.id, 'delivered');
+
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    const deliveryRows = page.locator('tr[data-delivery-id]');
+    await eventually(async () => ((await deliveryRows.count()) === 50 ? true : undefined), 'the first 50 deliveries');
+    await page.getByRole('button', { name: 'Load older deliveries' }).click();
+    await eventually(async () => ((await deliveryRows.count()) === 55 ? true : undefined), 'all 55 deliveries');
+    assert.equal(await page.getByRole('button', { name: 'Load older deliveries' }).count(), 0, 'no more to load');
+    const shownIds = await deliveryRows.evaluateAll((rows) => rows.map((row) => (row as HTMLElement).dataset['deliveryId']));
+    assert.equal(new Set(shownIds).size, 55, 'each delivery once');
+
+    await page.goto(`${live.baseUrl}/events`);
+    await page.getByRole('combobox', { name: 'Filter by event type' }).selectOption('machine.stopped');
+    const eventRows = page.locator('tr[data-event-id]');
+    await eventually(async () => ((await eventRows.count()) === 50 ? true : undefined), 'the first 50 events');
+    await page.getByRole('button', { name: 'Load older events' }).click();
+    await eventually(async () => ((await eventRows.count()) > 50 ? true : undefined), 'older events');
+    const eventIds = await eventRows.evaluateAll((rows) => rows.map((row) => (row as HTMLElement).dataset['eventId']));
+    assert.ok(emitted.every((event) => eventIds.includes(event.id)), 'every emitted event listed');
+    assert.equal(new Set(eventIds).size, eventIds.length, 'each event once');
+    assert.deepEqual(problems, []);
+  });
 });

@@ -99,6 +99,33 @@ export function itemsOf(page) {
 }
 
 /**
+ * A long list read a page at a time, newest first: `first()` reads (again)
+ * its first page, `more()` appends the next one; `shown` is what has been
+ * read, `nextCursor` null once there is no more.
+ * @template T
+ * @param {(cursor: string | null) => Promise<unknown>} fetchPage
+ */
+export function pagedList(fetchPage) {
+  const list = {
+    /** @type {T[]} */
+    shown: [],
+    /** @type {string | null} */
+    nextCursor: null,
+    async first() {
+      const page = /** @type {any} */ (await fetchPage(null));
+      list.shown = itemsOf(page);
+      list.nextCursor = page?.nextCursor ?? null;
+    },
+    async more() {
+      const page = /** @type {any} */ (await fetchPage(list.nextCursor));
+      list.shown = [...list.shown, ...itemsOf(page)];
+      list.nextCursor = page?.nextCursor ?? null;
+    },
+  };
+  return list;
+}
+
+/**
  * Every page of a list (the dashboard's lists are short: keys, sessions, endpoints).
  * @param {string} path
  * @param {number} [maxPages]

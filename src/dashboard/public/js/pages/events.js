@@ -1,6 +1,6 @@
 // Events: the account's recent events (kept for the retention period), each
 // with the envelope as delivered and its deliveries to the endpoints.
-import { api, itemsOf, messageOf } from '../api.js';
+import { api, itemsOf, messageOf, pagedList } from '../api.js';
 import { openDialog } from '../dialog.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { timeElement } from '../format.js';
@@ -27,24 +27,17 @@ export function eventsPage() {
   }).catch(() => {});
   typeFilter.addEventListener('change', () => refresh());
 
-  /** @type {EventEnvelope[]} */
-  let shown = [];
-  /** @type {string | null} */
-  let nextCursor = null;
-
-  /** @param {string | null} cursor */
-  function fetchPage(cursor) {
+  /** @type {ReturnType<typeof pagedList<EventEnvelope>>} */
+  const events = pagedList((cursor) => {
     const query = new URLSearchParams({ limit: String(PAGE) });
     if (typeFilter.value) query.set('type', typeFilter.value);
     if (cursor) query.set('cursor', cursor);
     return api('GET', `/api/events?${query}`);
-  }
+  });
 
   async function refresh() {
     try {
-      const page = await fetchPage(null);
-      shown = itemsOf(page);
-      nextCursor = page?.nextCursor ?? null;
+      await events.first();
       draw();
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
@@ -53,9 +46,7 @@ export function eventsPage() {
 
   async function loadMore() {
     try {
-      const page = await fetchPage(nextCursor);
-      shown = [...shown, ...itemsOf(page)];
-      nextCursor = page?.nextCursor ?? null;
+      await events.more();
       draw();
     } catch (error) {
       toast(messageOf(error), 'error');
@@ -63,10 +54,10 @@ export function eventsPage() {
   }
 
   function draw() {
-    replace(body, shown.length === 0
+    replace(body, events.shown.length === 0
       ? h('div', { class: 'empty' }, h('h3', null, 'No events'), h('p', null, typeFilter.value ? 'No event of this type in the retention period.' : 'Events appear here as your machines and runs change.'))
-      : table('Recent events', ['Event', 'Created', ''], shown.map(row)));
-    replace(footer, nextCursor ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadMore }, 'Load older events')) : null);
+      : table('Recent events', ['Event', 'Created', ''], events.shown.map(row)));
+    replace(footer, events.nextCursor ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadMore }, 'Load older events')) : null);
   }
 
   refresh();

@@ -1,6 +1,6 @@
 // One endpoint: its settings, test, pause and resume, secret rotation,
 // deletion, and its recent deliveries with the last response of each.
-import { api, ApiError, itemsOf, messageOf } from '../api.js';
+import { api, ApiError, messageOf, pagedList } from '../api.js';
 import { confirmAction, openDialog } from '../dialog.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { formatDate, plural, timeElement } from '../format.js';
@@ -306,10 +306,14 @@ function deliveriesSection(endpointId, onCleanup) {
     actions: [statusFilter, typeFilter, refreshButton],
   }, body, footer);
 
-  /** @type {Delivery[]} */
-  let shown = [];
-  /** @type {string | null} */
-  let nextCursor = null;
+  /** @type {ReturnType<typeof pagedList<Delivery>>} */
+  const deliveries = pagedList((cursor) => {
+    const query = new URLSearchParams({ endpoint: endpointId, limit: String(DELIVERIES_PAGE) });
+    if (statusFilter.value) query.set('status', statusFilter.value);
+    if (typeFilter.value) query.set('eventType', typeFilter.value);
+    if (cursor) query.set('cursor', cursor);
+    return api('GET', `/api/event-webhooks/deliveries?${query}`);
+  });
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   let left = false;
@@ -318,22 +322,11 @@ function deliveriesSection(endpointId, onCleanup) {
     clearTimeout(timer);
   });
 
-  /** @param {string | null} cursor */
-  async function fetchPage(cursor) {
-    const query = new URLSearchParams({ endpoint: endpointId, limit: String(DELIVERIES_PAGE) });
-    if (statusFilter.value) query.set('status', statusFilter.value);
-    if (typeFilter.value) query.set('eventType', typeFilter.value);
-    if (cursor) query.set('cursor', cursor);
-    return api('GET', `/api/event-webhooks/deliveries?${query}`);
-  }
-
   async function refresh() {
     clearTimeout(timer);
     refreshButton.setAttribute('aria-busy', 'true');
     try {
-      const page = await fetchPage(null);
-      shown = itemsOf(page);
-      nextCursor = page?.nextCursor ?? null;
+      await deliveries.first();
       draw();
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
@@ -341,14 +334,12 @@ function deliveriesSection(endpointId, onCleanup) {
       refreshButton.removeAttribute('aria-busy');
     }
     // While something is still on its way, keep the list current.
-    if (!left && shown.some((delivery) => delivery.status === 'pending')) timer = setTimeout(refresh, POLL_MS);
+    if (!left && deliveries.shown.some((delivery) => delivery.status === 'pending')) timer = setTimeout(refresh, POLL_MS);
   }
 
   async function loadMore() {
     try {
-      const page = await fetchPage(nextCursor);
-      shown = [...shown, ...itemsOf(page)];
-      nextCursor = page?.nextCursor ?? null;
+      await deliveries.more();
       draw();
     } catch (error) {
       toast(messageOf(error), 'error');
@@ -356,12 +347,12 @@ function deliveriesSection(endpointId, onCleanup) {
   }
 
   function draw() {
-    replace(body, shown.length === 0
+    replace(body, deliveries.shown.length === 0
       ? (statusFilter.value || typeFilter.value
         ? h('div', { class: 'empty' }, h('h3', null, 'No matching deliveries'), h('p', null, 'No delivery matches these filters.'))
         : h('div', { class: 'empty' }, h('h3', null, 'No deliveries yet'), h('p', null, 'Send a test event to check that your endpoint answers.')))
-      : table('Recent deliveries', ['Event', 'Status', 'Attempts', 'Last response', ''], shown.map(row)));
-    replace(footer, nextCursor
+      : table('Recent deliveries', ['Event', 'Status', 'Attempts', 'Last response', ''], deliveries.shown.map(row)));
+    replace(footer, deliveries.nextCursor
       ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadMore }, 'Load older deliveries'))
       : null);
   }
