@@ -19,7 +19,8 @@ const texts = new Map<string, string>();
 /** Bounds the kept texts: batch sizes vary, but only up to their caps. */
 const MAX_TEXTS = 2000;
 
-function kept(key: string, build: () => string): string {
+/** The text `build` writes, kept under `key` (a statement's shape: its tables, columns and row count). */
+export function kept(key: string, build: () => string): string {
   let text = texts.get(key);
   if (text === undefined) {
     text = build();
@@ -40,7 +41,8 @@ function columnListId(columns: object): number {
 
 const quoted = (name: string) => `"${name}"`;
 
-function placeholders(dialect: 'sqlite' | 'postgres') {
+/** Parameters as the engine writes them: `?`, or `$1`, `$2`… cast to the column's type. */
+export function placeholders(dialect: 'sqlite' | 'postgres') {
   let n = 0;
   return (type?: ColumnType) => (dialect === 'sqlite' ? '?' : type ? `$${++n}::${type}` : `$${++n}`);
 }
@@ -197,13 +199,34 @@ export async function insertEach<Result>(
 
 /**
  * `UPDATE table SET col = v.col, … FROM (VALUES …) AS v WHERE table.key = v.key`:
- * different values for many rows in one statement (VALUES columns are
- * `column1`, `column2`… on both engines, hence the renaming select;
- * PostgreSQL types VALUES parameters as text unless cast). `also` is SQL
+ * different values for many rows in one statement. `also` is SQL
  * without parameters added to SET; `where` adds conditions `column = value`,
  * the same for every row. With `returning`, answers the keys of the rows
  * updated (else nothing: reading them back costs SQLite as much again).
  */
+/**
+ * A batch of `size` rows as a select of named, typed columns (VALUES
+ * columns are `column1`, `column2`… on both engines, hence the renaming;
+ * PostgreSQL types VALUES parameters as text unless cast), and the
+ * placeholders of its first column, the key.
+ */
+export function batchSelect(columns: ReadonlyArray<readonly [string, ColumnType]>, size: number, next: (type: ColumnType) => string): { select: string; keys: string[] } {
+  const keys: string[] = [];
+  const rows = Array.from({ length: size }, () => `(${columns.map(([, type], c) => (c === 0 ? (keys.push(next(type)), keys.at(-1)!) : next(type))).join(', ')})`);
+  const renamed = columns.map(([name], i) => `column${i + 1} as ${quoted(name)}`).join(', ');
+  return { select: `select ${renamed} from (values ${rows.join(', ')}) as batch`, keys };
+}
+
+/**
+ * The condition that a table's rows are a batch's, by key. PostgreSQL plans
+ * a join with VALUES as a hash join over the whole table unless the rows are
+ * named by key too: then it walks the key's index.
+ */
+export function joinsBatch(dialect: DialectName, table: string, key: string, keys: readonly string[]): string {
+  const join = `${quoted(table)}.${quoted(key)} = v.${quoted(key)}`;
+  return dialect === 'postgres' ? `${join} and ${quoted(table)}.${quoted(key)} in (${keys.join(', ')})` : join;
+}
+
 export async function updateRows<Row>(
   db: Kysely<DB>,
   table: keyof DB & string,
@@ -218,15 +241,11 @@ export async function updateRows<Row>(
   const returning = options.returning === true;
   const text = kept(`update;${table}:${columnListId(columns)}x${rows.length};${dialect};${options.also ?? ''};${where.map(([column]) => column).join(',')};${returning}`, () => {
     const next = placeholders(dialect);
-    const keys: string[] = [];
-    const values = rows.map(() => `(${columns.map(([, type], c) => (c === 0 ? (keys.push(next(type)), keys.at(-1)!) : next(type))).join(', ')})`).join(', ');
-    const renamed = columns.map(([name], i) => `column${i + 1} as ${quoted(name)}`).join(', ');
+    const { select, keys } = batchSelect(columns, rows.length, next);
     const set = [...columns.slice(1).map(([name]) => `${quoted(name)} = v.${quoted(name)}`), ...(options.also ? [options.also] : [])].join(', ');
-    // PostgreSQL plans a join with VALUES as a hash join over the whole table unless the rows are named by key too: then it walks the key's index.
-    const byKey = dialect === 'postgres' ? ` and ${quoted(table)}.${quoted(key)} in (${keys.join(', ')})` : '';
-    const conditions = byKey + where.map(([column]) => ` and ${quoted(table)}.${quoted(column)} = ${next('text')}`).join('');
+    const conditions = where.map(([column]) => ` and ${quoted(table)}.${quoted(column)} = ${next('text')}`).join('');
     const answer = returning ? ` returning ${quoted(table)}.${quoted(key)} as key` : '';
-    return `update ${quoted(table)} set ${set} from (select ${renamed} from (values ${values}) as changes) as v where ${quoted(table)}.${quoted(key)} = v.${quoted(key)}${conditions}${answer}`;
+    return `update ${quoted(table)} set ${set} from (${select}) as v where ${joinsBatch(dialect, table, key, keys)}${conditions}${answer}`;
   });
   const parameters: unknown[] = [];
   pushValues(parameters, { table, columns, rows } as unknown as AnyRows);

@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
-import { dialectOf } from '../db/connect.ts';
+import { dialectOf, type DialectName } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { insertRows, type AnyRowsPerSourceRow, type Columns } from '../db/batch.ts';
+import { batchSelect, insertRows, joinsBatch, kept, placeholders, type AnyRowsPerSourceRow, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
@@ -152,31 +152,20 @@ function attemptValues(a: AttemptRecord): unknown[] {
   return ATTEMPT_COLUMNS.map(([name]) => byColumn[name]);
 }
 
-/** The statements of recordAttempts, kept per engine and batch size (as db/batch.ts keeps its own). */
-const attemptTexts = new Map<string, string[]>();
-
-function attemptStatements(dialect: 'sqlite' | 'postgres', size: number): string[] {
-  const key = `${dialect}:${size}`;
-  let texts = attemptTexts.get(key);
-  if (texts !== undefined) return texts;
-  let p = 0;
-  const placeholder = (type: string) => (dialect === 'sqlite' ? '?' : `$${++p}::${type}`);
-  const ids: string[] = [];
-  const rows = Array.from({ length: size }, () => `(${ATTEMPT_COLUMNS.map(([, type], c) => (c === 0 ? (ids.push(placeholder(type)), ids.at(-1)!) : placeholder(type))).join(', ')})`);
-  const batch = `v as (select ${ATTEMPT_COLUMNS.map(([name], i) => `column${i + 1} as ${name}`).join(', ')} from (values ${rows.join(', ')}) as attempts)`;
-  // PostgreSQL joins the batch with the whole table (a hash join) unless its rows are named by key too: then it walks the primary key.
-  const byKey = dialect === 'postgres' ? ` and deliveries.id in (${ids.join(', ')})` : '';
-  const update = `update deliveries set ${OUTCOME_COLUMNS.map((name) => `${name} = v.${name}`).join(', ')}, attempts = deliveries.attempts + 1 from v where deliveries.id = v.id${byKey}`;
-  // Each entry of the attempt log is numbered with its delivery's attempt count as just updated.
-  const log = (updated: string) =>
-    `insert into delivery_attempts (n, delivery_id, endpoint_id, at, ok, status, duration_ms, error, body) select d.attempts, v.id, v.endpoint_id, v.last_attempt_at, v.ok, v.last_status, v.last_duration_ms, v.last_error, v.last_body from v join ${updated} d on d.id = v.id`;
-  texts =
-    dialect === 'postgres'
-      ? [`with ${batch}, updated as (${update} returning deliveries.id, deliveries.attempts) ${log('updated')}`]
-      : [`with ${batch} ${update}`, `with ${batch} ${log('deliveries')}`];
-  if (attemptTexts.size > 500) attemptTexts.clear();
-  attemptTexts.set(key, texts);
-  return texts;
+/** The statements of recordAttempts for a batch of `size`: one on PostgreSQL, two on SQLite. */
+function attemptStatements(dialect: DialectName, size: number): string[] {
+  const build = () => {
+    const { select, keys } = batchSelect(ATTEMPT_COLUMNS, size, placeholders(dialect));
+    const update = `update deliveries set ${OUTCOME_COLUMNS.map((name) => `${name} = v.${name}`).join(', ')}, attempts = deliveries.attempts + 1 from v where ${joinsBatch(dialect, 'deliveries', 'id', keys)}`;
+    // Each entry of the attempt log is numbered with its delivery's attempt count as just updated.
+    const log = (updated: string) =>
+      `insert into delivery_attempts (n, delivery_id, endpoint_id, at, ok, status, duration_ms, error, body) select d.attempts, v.id, v.endpoint_id, v.last_attempt_at, v.ok, v.last_status, v.last_duration_ms, v.last_error, v.last_body from v join ${updated} d on d.id = v.id`;
+    return dialect === 'postgres'
+      ? [`with v as (${select}), updated as (${update} returning deliveries.id, deliveries.attempts) ${log('updated')}`]
+      : [`with v as (${select}) ${update}`, `with v as (${select}) ${log('deliveries')}`];
+  };
+  const key = `attempts;${dialect};${size}`;
+  return dialect === 'postgres' ? [kept(key, () => build()[0]!)] : [kept(`${key};update`, () => build()[0]!), kept(`${key};log`, () => build()[1]!)];
 }
 
 /**
