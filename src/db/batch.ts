@@ -164,12 +164,7 @@ export async function insertEach<Result>(
   const answer = ` returning ${returning.map(quoted).join(', ')}`;
   const sourceValues = source.values(dialect);
   if (dialect === 'sqlite') {
-    for (const insert of nonEmpty) {
-      const text = kept(`insert;${insert.table}:${columnListId(insert.columns)}x${insert.rows.length};${dialect}`, () => insertText(dialect, insert, placeholders(dialect)));
-      const values: unknown[] = [];
-      pushValues(values, insert);
-      await db.executeQuery(CompiledQuery.raw(text, values));
-    }
+    await insertAll(db, nonEmpty);
     let result: Result[] = [];
     for (const [i, insert] of each.entries()) {
       const last = i === each.length - 1;
