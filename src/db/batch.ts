@@ -136,6 +136,13 @@ function insertEachText(insert: AnyRowsPerSourceRow, next: (type: ColumnType) =>
   return `insert into ${quoted(insert.table)} (${insert.columns.map(([name]) => quoted(name)).join(', ')}) select ${expressions.join(', ')} from source`;
 }
 
+/** The row `insert` writes for one row of the source. */
+function rowFor(insert: AnyRowsPerSourceRow, sourceRow: Record<string, unknown>): Record<string, unknown> {
+  const row: Record<string, unknown> = { ...(insert.template as unknown as Record<string, unknown>) };
+  for (const [column, from] of Object.entries(insert.taken as Record<string, string>)) row[column] = sourceRow[from];
+  return row;
+}
+
 function pushTemplateValues(values: unknown[], insert: AnyRowsPerSourceRow): void {
   const template = insert.template as unknown as Record<string, unknown>;
   for (const [name] of insert.columns) if (!(name in insert.taken)) values.push(template[name]);
@@ -145,8 +152,8 @@ function pushTemplateValues(values: unknown[], insert: AnyRowsPerSourceRow): voi
  * Rows chosen by the database: `fixed` as given, `each` one row per row of
  * `source` (say, a delivery and its job for every endpoint an event goes
  * to), written together: on PostgreSQL in one statement, the source read once,
- * a round trip for all; on SQLite one statement per table, each choosing the
- * source's rows again (the same rows: its writers take turns). Answers the
+ * a round trip for all; on SQLite the source is read, then its rows written
+ * as plain rows, a statement per table. Answers the
  * `returning` columns of the last `each` insert, a row per source row.
  */
 export async function insertEach<Result>(
@@ -161,30 +168,22 @@ export async function insertEach<Result>(
   let shape = `each;${source.name};${dialect};${returning.join(',')}`;
   for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}x${rows.length}`;
   for (const { table, columns, taken } of each) shape += `;${table}:${columnListId(columns)}<${Object.entries(taken).join(',')}`;
-  const answer = ` returning ${returning.map(quoted).join(', ')}`;
   const sourceValues = source.values(dialect);
   if (dialect === 'sqlite') {
-    await insertAll(db, nonEmpty);
-    let result: Result[] = [];
-    for (const [i, insert] of each.entries()) {
-      const last = i === each.length - 1;
-      const text = kept(`${shape};${i}`, () => {
-        const next = placeholders(dialect);
-        return `with source as (${source.text(dialect, next)}) ${insertEachText(insert, next)}${last ? answer : ''}`;
-      });
-      const values = [...sourceValues];
-      pushTemplateValues(values, insert);
-      const { rows } = await db.executeQuery<Result>(CompiledQuery.raw(text, values));
-      if (last) result = [...rows];
-    }
-    return result;
+    // Statements cost no round trip here: the source is read once, and its rows written as plain rows.
+    const text = kept(`${shape};source`, () => source.text(dialect, placeholders(dialect)));
+    const chosen = (await db.executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, sourceValues))).rows;
+    const built = each.map((insert) => ({ ...insert, rows: chosen.map((row) => rowFor(insert, row)) }) as unknown as AnyRows);
+    await insertAll(db, [...nonEmpty, ...built]);
+    const last = built.at(-1)!.rows as unknown as Array<Record<string, unknown>>;
+    return last.map((row) => Object.fromEntries(returning.map((name) => [name, row[name]])) as Result);
   }
   const text = kept(shape, () => {
     const next = placeholders(dialect);
     const ctes = [`source as (${source.text(dialect, next)})`];
     for (const insert of nonEmpty) ctes.push(`w${ctes.length} as (${insertText(dialect, insert, next)})`);
     for (const insert of each.slice(0, -1)) ctes.push(`w${ctes.length} as (${insertEachText(insert, next)})`);
-    return `with ${ctes.join(', ')} ${insertEachText(each.at(-1)!, next)}${answer}`;
+    return `with ${ctes.join(', ')} ${insertEachText(each.at(-1)!, next)} returning ${returning.map(quoted).join(', ')}`;
   });
   const values = [...sourceValues];
   for (const insert of nonEmpty) pushValues(values, insert);
