@@ -1,6 +1,7 @@
 import type { Deps } from '../deps.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import type { JobKind, JobType, Outcome } from '../jobs/job-kind.ts';
+import { recurringKind, type Recurring } from '../jobs/recurring.ts';
 import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.ts';
 import { HOUR, SECOND } from '../shared/clock.ts';
 import { balanceEmptyMailJob, lowBalanceMailJob, meteringPassJob, welcomeCreditMailJob } from './billing.job-types.ts';
@@ -36,18 +37,19 @@ function mailKind<Payload extends { accountId: string }>(
  * fails or whose process dies is simply run again: charges start from each
  * meter's watermark, so nothing is charged twice or lost.
  */
-function meteringKind(deps: Deps): JobKind<Record<string, never>> {
+export function metering(deps: Deps): Recurring {
   const interval = deps.config.billing.meteringIntervalMs;
   return {
     type: meteringPassJob,
-    concurrency: 1,
+    intervalMs: interval,
+    firstRetryMs: Math.min(interval, 5 * SECOND),
     // Renewed while the process lives; a dead process's pass is taken over this soon (a pass over 10,000 machines takes well under 2 s).
     leaseMs: Math.max(10 * SECOND, 4 * interval),
-    retryDelay: exponentialBackoff({ firstMs: Math.min(interval, 5 * SECOND), maxMs: interval, attempts: Infinity }),
-    async perform() {
+    async run() {
       const started = deps.clock.now();
       await meteringPass(deps, started);
-      return { status: 'later', at: started + interval };
+      // Passes start an interval apart, however long each takes.
+      return started + interval;
     },
   };
 }
@@ -55,7 +57,7 @@ function meteringKind(deps: Deps): JobKind<Record<string, never>> {
 export function billingJobKinds(deps: Deps, mailer: Mailer) {
   const { publicUrl } = deps.config;
   return [
-    meteringKind(deps),
+    recurringKind(deps.clock, metering(deps)),
     mailKind(deps, mailer, welcomeCreditMailJob, (holder, { amount }) => welcomeCreditMail(publicUrl, holder, amount)),
     mailKind(deps, mailer, lowBalanceMailJob, (holder, { balance }) => lowBalanceMail(publicUrl, holder, balance)),
     mailKind(deps, mailer, balanceEmptyMailJob, (holder, { balance }) => balanceEmptyMail(publicUrl, holder, balance)),

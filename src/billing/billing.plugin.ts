@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin';
 import { inTransaction } from '../db/transaction.ts';
 import type { BillingConfig } from '../config.ts';
-import { billingJobKinds } from './billing.jobs.ts';
-import { METERING_PASS_SUBJECT, meteringPassJob } from './billing.job-types.ts';
+import { ensureRecurring } from '../jobs/recurring.ts';
+import { billingJobKinds, metering } from './billing.jobs.ts';
 import { billingPlatformTools } from './billing.mcp.ts';
 import { deleteOldIdempotencyKeys } from './billing.repository.ts';
 import { billingRoutes } from './billing.routes.ts';
@@ -31,8 +31,7 @@ export const billingPlugin = fp(
     app.maintenance.add('top-up idempotency keys', (now) => deleteOldIdempotencyKeys(deps.db, now - IDEMPOTENCY_RETENTION_MS));
     if (deps.config.billing.enabled) {
       app.addHook('onReady', async () => {
-        const first = deps.clock.now() + deps.config.billing.meteringIntervalMs;
-        await inTransaction(deps.db, (tx) => deps.jobs.ensure(tx, meteringPassJob, METERING_PASS_SUBJECT, {}, first));
+        await inTransaction(deps.db, (tx) => ensureRecurring(deps.jobs, tx, deps.clock, metering(deps)));
       });
     }
     if (deps.config.role === 'worker') return;

@@ -4,6 +4,7 @@ import { announce } from '../db/signals.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import { jobType, type AnyJobKind, type JobKind } from '../jobs/job-kind.ts';
+import { ensureRecurring, recurringKind, type Recurring } from '../jobs/recurring.ts';
 import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.ts';
 import { MINUTE, SECOND, toIso } from '../shared/clock.ts';
 import { attemptsBetween } from './deliveries.repository.ts';
@@ -26,12 +27,17 @@ export const healthCheckJob = jobType<Record<string, never>>('webhook.endpoint-h
 export const failingMailJob = jobType<{ endpointId: string; failingSince: number }>('mail.webhook-failing');
 export const disabledMailJob = jobType<{ endpointId: string; failingSince: number }>('mail.webhook-disabled');
 
-export function healthInterval(deps: Deps): number {
-  return Math.min(MINUTE, Math.floor(deps.config.webhook.disableAfterMs / 5));
+function healthCheck(deps: Deps): Recurring {
+  return {
+    type: healthCheckJob,
+    intervalMs: Math.min(MINUTE, Math.floor(deps.config.webhook.disableAfterMs / 5)),
+    firstRetryMs: 5 * SECOND,
+    run: () => checkEndpoints(deps),
+  };
 }
 
 export async function ensureHealthCheck(deps: Deps): Promise<void> {
-  await inTransaction(deps.db, (tx) => deps.jobs.ensure(tx, healthCheckJob, 'all', {}, deps.clock.now() + healthInterval(deps)));
+  await inTransaction(deps.db, (tx) => ensureRecurring(deps.jobs, tx, deps.clock, healthCheck(deps)));
 }
 
 /** Whether each fifth of [start, start + period) has a failed attempt of the endpoint, and none a success. */
@@ -88,18 +94,8 @@ function mailKind(deps: Deps, mailer: Mailer, type: typeof failingMailJob, compo
 export function endpointHealthKinds(deps: Deps, mailer: Mailer): AnyJobKind[] {
   const { publicUrl } = deps.config;
   const period = deps.config.webhook.disableAfterMs;
-  const check: JobKind<Record<string, never>> = {
-    type: healthCheckJob,
-    concurrency: 1,
-    leaseMs: 5 * MINUTE,
-    retryDelay: exponentialBackoff({ firstMs: 5 * SECOND, maxMs: MINUTE, attempts: Infinity }),
-    async perform() {
-      await checkEndpoints(deps);
-      return { status: 'later', at: deps.clock.now() + healthInterval(deps) };
-    },
-  };
   return [
-    check,
+    recurringKind(deps.clock, healthCheck(deps)),
     mailKind(deps, mailer, failingMailJob, (endpoint, to) => endpointFailingMail(publicUrl, to, endpoint, period)),
     mailKind(deps, mailer, disabledMailJob, (endpoint, to) => endpointDisabledMail(publicUrl, to, endpoint, period)),
   ] as AnyJobKind[];

@@ -1,10 +1,10 @@
 import fp from 'fastify-plugin';
 import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { exponentialBackoff } from '../jobs/backoff.ts';
-import { jobType, type JobKind } from '../jobs/job-kind.ts';
+import { jobType } from '../jobs/job-kind.ts';
+import { ensureRecurring, recurringKind, type Recurring } from '../jobs/recurring.ts';
 import { deleteExpiredWindows, expiredWindowKeys } from '../rate-limits/rate-limiter.ts';
-import { createRetention, retentionInterval, retentionJob } from './retention.ts';
+import { createRetention } from './retention.ts';
 import { DAY, MINUTE, SECOND } from '../shared/clock.ts';
 
 /** One pass over every domain's cleanup, once a minute, in whichever process takes the job. */
@@ -24,17 +24,15 @@ declare module 'fastify' {
   }
 }
 
-const INTERVAL_MS = MINUTE;
 /** Longer than the longest rate-limit window. */
 const RATE_LIMIT_RETENTION_MS = DAY;
 
-function maintenanceKind(deps: Deps, tasks: Map<string, CleanupTask>): JobKind<Record<string, never>> {
+function maintenance(deps: Deps, tasks: Map<string, CleanupTask>): Recurring {
   return {
     type: maintenanceJob,
-    concurrency: 1,
-    leaseMs: 5 * MINUTE,
-    retryDelay: exponentialBackoff({ firstMs: 10 * SECOND, maxMs: INTERVAL_MS, attempts: Infinity }),
-    async perform() {
+    intervalMs: MINUTE,
+    firstRetryMs: 10 * SECOND,
+    async run() {
       const now = deps.clock.now();
       // Each task on its own: one that fails is logged and tried again next time, without holding up the others.
       for (const [name, task] of tasks) {
@@ -44,7 +42,6 @@ function maintenanceKind(deps: Deps, tasks: Map<string, CleanupTask>): JobKind<R
           deps.logger.error({ err, task: name }, 'a cleanup task failed; it runs again next time');
         }
       }
-      return { status: 'later', at: deps.clock.now() + INTERVAL_MS };
     },
   };
 }
@@ -55,8 +52,9 @@ export const maintenancePlugin = fp(
     const { deps } = app;
     const tasks = new Map<string, CleanupTask>();
     app.decorate('maintenance', { add: (name: string, task: CleanupTask) => void tasks.set(name, task) } satisfies Maintenance);
-    app.jobs.register(maintenanceKind(deps, tasks));
-    const { kind: retentionKind, retention } = createRetention(deps, app.metrics.registry);
+    const cleanup = maintenance(deps, tasks);
+    app.jobs.register(recurringKind(deps.clock, cleanup));
+    const { recurring: pruning, kind: retentionKind, retention } = createRetention(deps, app.metrics.registry);
     app.decorate('retention', retention);
     app.jobs.register(retentionKind);
     app.retention.addKeyed(
@@ -66,8 +64,8 @@ export const maintenancePlugin = fp(
     );
     app.addHook('onReady', async () => {
       await inTransaction(deps.db, async (tx) => {
-        await deps.jobs.ensure(tx, maintenanceJob, 'all', {}, deps.clock.now() + INTERVAL_MS);
-        await deps.jobs.ensure(tx, retentionJob, 'all', {}, deps.clock.now() + retentionInterval(deps));
+        await ensureRecurring(deps.jobs, tx, deps.clock, cleanup);
+        await ensureRecurring(deps.jobs, tx, deps.clock, pruning);
       });
     });
   },

@@ -1,8 +1,8 @@
 import { Counter } from 'prom-client';
 import { dialectOf } from '../db/connect.ts';
 import type { Deps } from '../deps.ts';
-import { exponentialBackoff } from '../jobs/backoff.ts';
-import { jobType, type JobKind } from '../jobs/job-kind.ts';
+import { jobType } from '../jobs/job-kind.ts';
+import { recurringKind, type Recurring } from '../jobs/recurring.ts';
 import { MINUTE, SECOND } from '../shared/clock.ts';
 
 /**
@@ -56,10 +56,6 @@ declare module 'fastify' {
   }
 }
 
-export function retentionInterval(deps: Deps): number {
-  return Math.min(MINUTE, Math.floor(deps.config.retention.periodMs / 10));
-}
-
 /** The job, its pruners and its counters: `retention_deleted_rows_total{kind}`. */
 export function createRetention(deps: Deps, registry: import('prom-client').Registry, options: { budgetMs?: number; duty?: number } = {}) {
   const pruners = new Map<string, Pruner>();
@@ -69,12 +65,11 @@ export function createRetention(deps: Deps, registry: import('prom-client').Regi
   /** Where each pruner stands in the current pass (this process's; another process starts its pass afresh). */
   let cursors = new Map<string, string | undefined>();
 
-  const kind: JobKind<Record<string, never>> = {
+  const recurring: Recurring = {
     type: retentionJob,
-    concurrency: 1,
-    leaseMs: 5 * MINUTE,
-    retryDelay: exponentialBackoff({ firstMs: 5 * SECOND, maxMs: MINUTE, attempts: Infinity }),
-    async perform() {
+    intervalMs: Math.min(MINUTE, Math.floor(deps.config.retention.periodMs / 10)),
+    firstRetryMs: 5 * SECOND,
+    async run() {
       if (cursors.size === 0) for (const name of pruners.keys()) cursors.set(name, undefined);
       const now = deps.clock.now();
       const context = { now, cutoff: now - deps.config.retention.periodMs };
@@ -92,17 +87,16 @@ export function createRetention(deps: Deps, registry: import('prom-client').Regi
         if (performance.now() - started > budgetMs) break passes;
       }
       const worked = performance.now() - started;
-      if (cursors.size > 0) return { status: 'later', at: deps.clock.now() + Math.ceil(worked * (1 / duty - 1)) };
+      if (cursors.size > 0) return deps.clock.now() + Math.ceil(worked * (1 / duty - 1));
       // The pass is done: the next one in an interval.
       cursors = new Map();
-      return { status: 'later', at: deps.clock.now() + retentionInterval(deps) };
     },
   };
   const retention: Retention = {
     add: (name, prune) => void pruners.set(name, prune),
     addKeyed: (rows, select, remove) => void pruners.set(rows, keyedPruner(rows, select, remove)),
   };
-  return { kind, retention, deletedRows };
+  return { recurring, kind: recurringKind(deps.clock, recurring), retention, deletedRows };
 }
 
 /** A pruner for rows whose key orders them (by time): each batch deletes up to `limit` of the matching keys after the cursor. */

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { exponentialBackoff } from '../../src/jobs/backoff.ts';
 import { jobType, type Job, type JobKind, type Outcome } from '../../src/jobs/job-kind.ts';
+import { ensureRecurring, recurringKind, type Recurring } from '../../src/jobs/recurring.ts';
 import { createRunner, DEFAULT_RUNNER_OPTIONS } from '../../src/jobs/runner.ts';
 import { createTestApp, type TestContext } from '../support/app.ts';
 import { manualClock } from '../support/clock.ts';
@@ -60,11 +61,26 @@ describe('the jobs module', () => {
   const limited = scriptedKind('test.limited', { concurrency: 2 });
   const laned = scriptedKind('test.laned', { lanes: true });
   const recurring = scriptedKind('test.recurring');
+  /** Runs of `ticking` (at their clock time), and what each of the next runs does: fail, name its next time, or neither. */
+  const ticks: number[] = [];
+  const tickScript: Array<'fail' | number | undefined> = [];
+  const ticking: Recurring = {
+    type: jobType<Record<string, never>>('test.ticking'),
+    intervalMs: 10_000,
+    firstRetryMs: 1000,
+    async run() {
+      ticks.push(ctx.clock.now());
+      const next = tickScript.shift();
+      if (next === 'fail') throw new Error('down');
+      return next;
+    },
+  };
 
   before(async () => {
     ctx = await createTestApp({
       setup: (app) => {
         for (const { kind } of [basic, retried, limited, laned, recurring]) app.jobs.register(kind);
+        app.jobs.register(recurringKind(app.deps.clock, ticking));
       },
     });
   });
@@ -139,6 +155,40 @@ describe('the jobs module', () => {
     await ctx.app.jobs.drain();
     assert.deepEqual(await jobsOf(ctx, 'test.laned'), [], 'cancelled with its lane');
     assert.equal(laned.attempts.length, 3);
+  });
+
+  test('a recurring job is one for all processes, runs every interval, and a failing run is retried with backoff up to the interval, never given up', async () => {
+    const start = ctx.clock.now();
+    // Every process makes sure of it at start: still one job, due an interval on.
+    for (let process = 0; process < 2; process++) await inTransaction(ctx.app.deps.db, (tx) => ensureRecurring(ctx.app.deps.jobs, tx, ctx.clock, ticking));
+    const dueAt = async () => {
+      const jobs = await jobsOf(ctx, 'test.ticking');
+      assert.equal(jobs.length, 1);
+      return jobs[0]!.run_at - ctx.clock.now();
+    };
+    assert.equal(await dueAt(), 10_000);
+    ctx.clock.advance(9_999);
+    await ctx.app.jobs.drain();
+    assert.deepEqual(ticks, [], 'not before its time');
+    ctx.clock.advance(1);
+    await ctx.app.jobs.drain();
+    assert.deepEqual(ticks, [start + 10_000]);
+    assert.equal(await dueAt(), 10_000, 'the next run an interval after this one');
+
+    tickScript.push('fail', 'fail', 'fail', 'fail', 'fail', 'fail');
+    const delays: number[] = [];
+    for (let delay = 10_000; ticks.length < 8; delay = await dueAt()) {
+      ctx.clock.advance(delay);
+      await ctx.app.jobs.drain();
+      delays.push(await dueAt());
+    }
+    assert.deepEqual(delays, [1000, 2000, 4000, 8000, 10_000, 10_000, 10_000], 'doubling from the first retry, at most the interval; the last run succeeded');
+    assert.equal((await jobsOf(ctx, 'test.ticking'))[0]!.attempts, 0, 'a run that succeeds clears the failures');
+
+    tickScript.push(ctx.clock.now() + 10_000 + 500);
+    ctx.clock.advance(10_000);
+    await ctx.app.jobs.drain();
+    assert.equal(await dueAt(), 500, 'a run may name its next time');
   });
 
   test('a job for a subject is one job: scheduling it again moves it, ensuring it leaves it be, cancelling removes it', async () => {
