@@ -1,7 +1,7 @@
 import type { Deps } from '../deps.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import type { JobKind, JobType, Outcome } from '../jobs/job-kind.ts';
-import { recurringKind, type Recurring } from '../jobs/recurring.ts';
+import type { Recurring } from '../jobs/recurring.ts';
 import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.ts';
 import { HOUR, SECOND } from '../shared/clock.ts';
 import { balanceEmptyMailJob, lowBalanceMailJob, meteringPassJob, welcomeCreditMailJob } from './billing.job-types.ts';
@@ -57,7 +57,6 @@ export function metering(deps: Deps): Recurring {
 export function billingJobKinds(deps: Deps, mailer: Mailer) {
   const { publicUrl } = deps.config;
   return [
-    recurringKind(deps.clock, metering(deps)),
     mailKind(deps, mailer, welcomeCreditMailJob, (holder, { amount }) => welcomeCreditMail(publicUrl, holder, amount)),
     mailKind(deps, mailer, lowBalanceMailJob, (holder, { balance }) => lowBalanceMail(publicUrl, holder, balance)),
     mailKind(deps, mailer, balanceEmptyMailJob, (holder, { balance }) => balanceEmptyMail(publicUrl, holder, balance)),

@@ -1,7 +1,5 @@
 import fp from 'fastify-plugin';
-import { inTransaction } from '../db/transaction.ts';
 import type { BillingConfig } from '../config.ts';
-import { ensureRecurring } from '../jobs/recurring.ts';
 import { billingJobKinds, metering } from './billing.jobs.ts';
 import { billingPlatformTools } from './billing.mcp.ts';
 import { deleteOldIdempotencyKeys } from './billing.repository.ts';
@@ -29,11 +27,7 @@ export const billingPlugin = fp(
     const provider = createPaymentProvider(deps.config.billing);
     for (const kind of billingJobKinds(deps, app.mailer)) app.jobs.register(kind);
     app.maintenance.add('top-up idempotency keys', (now) => deleteOldIdempotencyKeys(deps.db, now - IDEMPOTENCY_RETENTION_MS));
-    if (deps.config.billing.enabled) {
-      app.addHook('onReady', async () => {
-        await inTransaction(deps.db, (tx) => ensureRecurring(deps.jobs, tx, deps.clock, metering(deps)));
-      });
-    }
+    if (deps.config.billing.enabled) app.jobs.recur(metering(deps));
     if (deps.config.role === 'worker') return;
     await app.register(billingRoutes, { provider });
     app.platformMcpTools.push(billingPlatformTools());

@@ -8,7 +8,7 @@ import { createDeliveryMetrics } from './delivery.metrics.ts';
 import { createDeliveryKind, DEFAULT_DELIVERY_OPTIONS, deliveryJob, type DeliveryOptions } from './delivery.job.ts';
 import { eventWebhookTools } from './event-webhooks.mcp.ts';
 import { eventWebhooksRoutes } from './event-webhooks.routes.ts';
-import { endpointHealthKinds, ensureHealthCheck } from './health.job.ts';
+import { endpointHealthMailKinds, healthCheck } from './health.job.ts';
 import { historyRoutes } from './history.routes.ts';
 import { feedKind } from './recovery.job.ts';
 import { createSender } from './sender.ts';
@@ -47,8 +47,8 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
     );
     app.jobs.register(kind);
     app.jobs.register(feedKind(deps));
-    for (const healthKind of endpointHealthKinds(deps, app.mailer)) app.jobs.register(healthKind);
-    app.addHook('onReady', async () => ensureHealthCheck(deps));
+    app.jobs.recur(healthCheck(deps));
+    for (const mailKind of endpointHealthMailKinds(deps, app.mailer)) app.jobs.register(mailKind);
     // Retention: finished deliveries (with their attempt logs), then the events no pending delivery carries.
     app.retention.add('deliveries', async ({ cutoff }, after, limit) => {
       const ids = await finishedDeliveryIdsBefore(deps.db, idBoundAt('dlv', cutoff), after, limit);

@@ -4,7 +4,7 @@ import { announce } from '../db/signals.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import { jobType, type AnyJobKind, type JobKind } from '../jobs/job-kind.ts';
-import { ensureRecurring, recurringKind, type Recurring } from '../jobs/recurring.ts';
+import type { Recurring } from '../jobs/recurring.ts';
 import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.ts';
 import { MINUTE, SECOND, toIso } from '../shared/clock.ts';
 import { attemptsBetween } from './deliveries.repository.ts';
@@ -27,7 +27,7 @@ export const healthCheckJob = jobType<Record<string, never>>('webhook.endpoint-h
 export const failingMailJob = jobType<{ endpointId: string; failingSince: number }>('mail.webhook-failing');
 export const disabledMailJob = jobType<{ endpointId: string; failingSince: number }>('mail.webhook-disabled');
 
-function healthCheck(deps: Deps): Recurring {
+export function healthCheck(deps: Deps): Recurring {
   return {
     type: healthCheckJob,
     intervalMs: Math.min(MINUTE, Math.floor(deps.config.webhook.disableAfterMs / 5)),
@@ -36,9 +36,6 @@ function healthCheck(deps: Deps): Recurring {
   };
 }
 
-export async function ensureHealthCheck(deps: Deps): Promise<void> {
-  await inTransaction(deps.db, (tx) => ensureRecurring(deps.jobs, tx, deps.clock, healthCheck(deps)));
-}
 
 /** Whether each fifth of [start, start + period) has a failed attempt of the endpoint, and none a success. */
 async function failedThroughout(deps: Deps, endpointId: string, start: number, period: number): Promise<boolean> {
@@ -91,11 +88,11 @@ function mailKind(deps: Deps, mailer: Mailer, type: typeof failingMailJob, compo
   };
 }
 
-export function endpointHealthKinds(deps: Deps, mailer: Mailer): AnyJobKind[] {
+/** The owner's mails about a failing endpoint. */
+export function endpointHealthMailKinds(deps: Deps, mailer: Mailer): AnyJobKind[] {
   const { publicUrl } = deps.config;
   const period = deps.config.webhook.disableAfterMs;
   return [
-    recurringKind(deps.clock, healthCheck(deps)),
     mailKind(deps, mailer, failingMailJob, (endpoint, to) => endpointFailingMail(publicUrl, to, endpoint, period)),
     mailKind(deps, mailer, disabledMailJob, (endpoint, to) => endpointDisabledMail(publicUrl, to, endpoint, period)),
   ] as AnyJobKind[];

@@ -1,11 +1,15 @@
 import fp from 'fastify-plugin';
+import { inTransaction } from '../db/transaction.ts';
 import type { AnyJobKind, JobType } from './job-kind.ts';
+import { ensureRecurring, recurringKind, type Recurring } from './recurring.ts';
 import type { FailedWithoutAttempt, Runner } from './runner.ts';
 
 /** The jobs module as the app exposes it to domains (registering kinds) and to tests (draining). */
 export interface Jobs {
   /** Domains register the kinds of job they define; a process whose role runs no jobs (ROLE=api) keeps none. */
   register(kind: AnyJobKind): void;
+  /** Registers recurring work, and makes sure of its one job once the app is ready (every process, whatever its role). */
+  recur(recurring: Recurring): void;
   /** Runs what is due now, and what that makes due now, until nothing is: tests call it after moving the clock. */
   drain(): Promise<void>;
   /** Fails up to `limit` due jobs of a lane without attempting them, as if attempted with `result` (see Runner). */
@@ -30,6 +34,10 @@ export const jobsPlugin = fp<JobsPluginOptions>(
   async (app, { runner, stopGraceMs }) => {
     app.decorate('jobs', {
       register: (kind: AnyJobKind) => runner?.register(kind),
+      recur: (recurring: Recurring) => {
+        runner?.register(recurringKind(app.deps.clock, recurring));
+        app.addHook('onReady', async () => inTransaction(app.deps.db, (tx) => ensureRecurring(app.deps.jobs, tx, app.deps.clock, recurring)));
+      },
       drain: async () => runner?.drain(),
       failDueInLane: async (type, lane, result, error, limit) => runner?.failDueInLane(type.name, lane, result, error, limit) ?? { touched: 0, gaveUp: 0 },
     } satisfies Jobs);

@@ -1,8 +1,7 @@
 import fp from 'fastify-plugin';
 import type { Deps } from '../deps.ts';
-import { inTransaction } from '../db/transaction.ts';
 import { jobType } from '../jobs/job-kind.ts';
-import { ensureRecurring, recurringKind, type Recurring } from '../jobs/recurring.ts';
+import type { Recurring } from '../jobs/recurring.ts';
 import { deleteExpiredWindows, expiredWindowKeys } from '../rate-limits/rate-limiter.ts';
 import { createRetention } from './retention.ts';
 import { DAY, MINUTE, SECOND } from '../shared/clock.ts';
@@ -52,22 +51,15 @@ export const maintenancePlugin = fp(
     const { deps } = app;
     const tasks = new Map<string, CleanupTask>();
     app.decorate('maintenance', { add: (name: string, task: CleanupTask) => void tasks.set(name, task) } satisfies Maintenance);
-    const cleanup = maintenance(deps, tasks);
-    app.jobs.register(recurringKind(deps.clock, cleanup));
-    const { recurring: pruning, kind: retentionKind, retention } = createRetention(deps, app.metrics.registry);
+    app.jobs.recur(maintenance(deps, tasks));
+    const { recurring: pruning, retention } = createRetention(deps, app.metrics.registry);
     app.decorate('retention', retention);
-    app.jobs.register(retentionKind);
+    app.jobs.recur(pruning);
     app.retention.addKeyed(
       'rate_limits',
       ({ now }, after, limit) => expiredWindowKeys(deps.db, now - RATE_LIMIT_RETENTION_MS, after, limit),
       ({ now }, keys) => deleteExpiredWindows(deps.db, now - RATE_LIMIT_RETENTION_MS, keys),
     );
-    app.addHook('onReady', async () => {
-      await inTransaction(deps.db, async (tx) => {
-        await ensureRecurring(deps.jobs, tx, deps.clock, cleanup);
-        await ensureRecurring(deps.jobs, tx, deps.clock, pruning);
-      });
-    });
   },
   { name: 'maintenance', dependencies: ['core', 'jobs'] },
 );

@@ -2,7 +2,7 @@ import { Counter } from 'prom-client';
 import { dialectOf } from '../db/connect.ts';
 import type { Deps } from '../deps.ts';
 import { jobType } from '../jobs/job-kind.ts';
-import { recurringKind, type Recurring } from '../jobs/recurring.ts';
+import type { Recurring } from '../jobs/recurring.ts';
 import { MINUTE, SECOND } from '../shared/clock.ts';
 
 /**
@@ -96,7 +96,7 @@ export function createRetention(deps: Deps, registry: import('prom-client').Regi
     add: (name, prune) => void pruners.set(name, prune),
     addKeyed: (rows, select, remove) => void pruners.set(rows, keyedPruner(rows, select, remove)),
   };
-  return { recurring, kind: recurringKind(deps.clock, recurring), retention, deletedRows };
+  return { recurring, retention, deletedRows };
 }
 
 /** A pruner for rows whose key orders them (by time): each batch deletes up to `limit` of the matching keys after the cursor. */
