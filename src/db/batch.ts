@@ -192,13 +192,6 @@ export async function insertEach<Result>(
 }
 
 /**
- * `UPDATE table SET col = v.col, … FROM (VALUES …) AS v WHERE table.key = v.key`:
- * different values for many rows in one statement. `also` is SQL
- * without parameters added to SET; `where` adds conditions `column = value`,
- * the same for every row. With `returning`, answers the keys of the rows
- * updated (else nothing: reading them back costs SQLite as much again).
- */
-/**
  * A batch of `size` rows as a select of named, typed columns (VALUES
  * columns are `column1`, `column2`… on both engines, hence the renaming;
  * PostgreSQL types VALUES parameters as text unless cast), and the
@@ -221,6 +214,13 @@ export function joinsBatch(dialect: DialectName, table: string, key: string, key
   return dialect === 'postgres' ? `${join} and ${quoted(table)}.${quoted(key)} in (${keys.join(', ')})` : join;
 }
 
+/**
+ * `UPDATE table SET col = v.col, … FROM (VALUES …) AS v WHERE table.key = v.key`:
+ * different values for many rows in one statement. `also` is SQL
+ * without parameters added to SET; `where` adds conditions `column = value`,
+ * the same for every row. With `returning`, answers the keys of the rows
+ * updated (else nothing: reading them back costs SQLite as much again).
+ */
 export async function updateRows<Row>(
   db: Kysely<DB>,
   table: keyof DB & string,
