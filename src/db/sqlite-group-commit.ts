@@ -45,15 +45,25 @@ export function groupCommit<T>(db: Kysely<DB>, work: (tx: Tx) => Promise<T>): Pr
 
 function createCommitter(db: Kysely<DB>): Committer {
   const queue: Caller[] = [];
-  let draining = false;
+  /** A batch is due at the event loop's next check phase, or running. */
+  let scheduled = false;
 
-  async function drain(): Promise<void> {
-    draining = true;
-    try {
-      while (queue.length > 0) await commitBatch();
-    } finally {
-      draining = false;
-    }
+  /**
+   * Each batch starts on a turn of the event loop of its own, not straight
+   * after the caller or the previous batch: SQLite's statements never wait,
+   * so writers queueing up back to back would otherwise run batch after batch
+   * in one turn and hold off all I/O (requests, webhook answers) until they
+   * stop. Waiting for the turn also lets more callers join the batch.
+   */
+  function schedule(): void {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      void commitBatch().finally(() => {
+        scheduled = false;
+        if (queue.length > 0) schedule();
+      });
+    });
   }
 
   async function commitBatch(): Promise<void> {
@@ -108,6 +118,6 @@ function createCommitter(db: Kysely<DB>): Committer {
   return <T>(work: (tx: Tx) => Promise<T>) =>
     new Promise<T>((resolve, reject) => {
       queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
-      if (!draining) void drain();
+      schedule();
     });
 }

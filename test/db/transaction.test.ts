@@ -87,4 +87,30 @@ describe('inTransaction', () => {
     await inTransaction(db, async (tx) => insert(tx, 'after'));
     assert.ok((await rows()).includes('after'));
   });
+
+  test('writers that queue up back to back leave the event loop its turns: I/O waiting meanwhile is not held off until they stop', async () => {
+    await sql`delete from tx_probe`.execute(db);
+    const writers = 4;
+    const each = 250;
+    let committed = 0;
+    let committedWhenTheLoopTurned: number | undefined;
+    // Due at the loop's next turn: the first I/O after the writers start (a webhook's answer, a request).
+    const turned = new Promise<void>((resolve) =>
+      setImmediate(() => {
+        committedWhenTheLoopTurned = committed;
+        resolve();
+      }),
+    );
+    await Promise.all(
+      Array.from({ length: writers }, async (_, w) => {
+        for (let i = 0; i < each; i++) {
+          await inTransaction(db, (tx) => insert(tx, `w${w}-${String(i).padStart(3, '0')}`));
+          committed += 1;
+        }
+      }),
+    );
+    await turned;
+    assert.equal(committed, writers * each);
+    assert.ok(committedWhenTheLoopTurned! < writers * 3, `the loop turned after ${committedWhenTheLoopTurned} of ${writers * each} transactions`);
+  });
 });
