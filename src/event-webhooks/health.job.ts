@@ -36,7 +36,6 @@ export function healthCheck(deps: Deps): Recurring {
   };
 }
 
-
 /** Whether each fifth of [start, start + period) has a failed attempt of the endpoint, and none a success. */
 async function failedThroughout(deps: Deps, endpointId: string, start: number, period: number): Promise<boolean> {
   if (await attemptsBetween(deps.db, endpointId, start, start + period, true)) return false;

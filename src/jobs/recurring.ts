@@ -7,10 +7,10 @@ import type { Queue } from './queue.ts';
 /**
  * Work that runs again and again, in one process at a time (a cleanup pass, a
  * health check, a metering pass): one job for all processes, made sure of by
- * every process at start (domains hand it to `app.jobs.recur`). A run that fails is tried again, first after
- * `firstRetryMs`, then twice as long each time up to the interval, and never
- * given up; a process that dies in a run leaves it to another once its lease
- * runs out.
+ * every process at start (domains hand it to `app.jobs.recur`). A run that
+ * fails is tried again, first after `firstRetryMs`, then twice as long each
+ * time up to the interval, and never given up; a process that dies in a run
+ * leaves it to another once its lease runs out.
  */
 export interface Recurring {
   type: JobType<Record<string, never>>;
