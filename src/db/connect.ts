@@ -22,6 +22,7 @@ export interface ConnectOptions {
 const INT8_OID = 20;
 
 const sqliteDataVersions = new WeakMap<Kysely<DB>, () => number>();
+const sqliteLogRooms = new WeakMap<Kysely<DB>, () => Promise<void> | undefined>();
 const groupCommitting = new WeakSet<Kysely<DB>>();
 
 export function connectDatabase(url: string, options: ConnectOptions = {}): Kysely<DB> {
@@ -29,6 +30,7 @@ export function connectDatabase(url: string, options: ConnectOptions = {}): Kyse
     const sqlite = createSqliteDialect(url.slice('sqlite:'.length));
     const db = new Kysely<DB>({ dialect: sqlite.dialect });
     sqliteDataVersions.set(db, sqlite.dataVersion);
+    sqliteLogRooms.set(db, sqlite.logRoom);
     if (options.groupCommit ?? true) groupCommitting.add(db);
     return db;
   }
@@ -43,6 +45,11 @@ export function usesGroupCommit(db: Kysely<DB>): boolean {
 /** SQLite's `data_version` reader for a database this module connected (see SqliteConnection); undefined on PostgreSQL. */
 export function sqliteDataVersionOf(db: Kysely<DB>): (() => number) | undefined {
   return sqliteDataVersions.get(db);
+}
+
+/** On SQLite, what a writer awaits first while the write-ahead log is past its limit (see SqliteConnection.logRoom). */
+export function sqliteLogRoom(db: Kysely<DB>): Promise<void> | undefined {
+  return sqliteLogRooms.get(db)?.();
 }
 
 function createPostgresDialect(url: string, options: ConnectOptions): Dialect {

@@ -7,15 +7,23 @@ const { path, intervalMs } = workerData as { path: string; intervalMs: number };
 const database = new DatabaseSync(path, { timeout: 5000 });
 const checkpoint = database.prepare('PRAGMA wal_checkpoint(PASSIVE)');
 
-const timer = setInterval(() => {
+function passiveCheckpoint(): void {
   try {
     checkpoint.all();
   } catch {
     // A busy database: the next tick tries again.
   }
-}, intervalMs);
+}
+
+const timer = setInterval(passiveCheckpoint, intervalMs);
 
 parentPort!.on('message', (message) => {
+  if (message === 'catch-up') {
+    // The service holds its writers until this answer: the checkpoint copies every frame, and the next write starts the log from its beginning.
+    passiveCheckpoint();
+    parentPort!.postMessage('caught-up');
+    return;
+  }
   if (message !== 'stop') return;
   clearInterval(timer);
   try {

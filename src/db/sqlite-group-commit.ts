@@ -1,4 +1,5 @@
 import { CompiledQuery, type ControlledTransaction, type Kysely } from 'kysely';
+import { sqliteLogRoom } from './connect.ts';
 import type { DB } from './database.ts';
 import type { Tx } from './tx.ts';
 
@@ -69,6 +70,7 @@ function createCommitter(db: Kysely<DB>): Committer {
   async function commitBatch(): Promise<void> {
     let trx: ControlledTransaction<DB>;
     try {
+      await sqliteLogRoom(db);
       trx = await db.startTransaction().execute();
     } catch (error) {
       // Could not even begin (the file is locked beyond the busy timeout, say): everyone waiting would meet the same.

@@ -1,11 +1,13 @@
 import { DatabaseSync, type StatementSync, type SQLInputValue } from 'node:sqlite';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { SqliteDialect, type Driver, type SqliteDatabase, type SqliteStatement } from 'kysely';
 
 const STATEMENT_CACHE_SIZE = 500;
 const CHECKPOINT_INTERVAL_MS = 200;
+/** The write-ahead log's size limit: past it, writers wait for a checkpoint to catch up (see SqliteConnection.logRoom). */
+const LOG_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /**
  * Kysely's own SqliteDialect over `node:sqlite`. Kysely expects the
@@ -23,13 +25,25 @@ export interface SqliteConnection {
    * Kysely's connection lock for one cheap statement.
    */
   dataVersion(): number;
+  /**
+   * Undefined while the write-ahead log is within its limit; past it, a
+   * promise that group commit (the one writer) awaits before its next
+   * transaction. The log is written from its start again only once a
+   * checkpoint has copied all of it with no commit in between, which under
+   * writes that never pause does not happen: it would grow without bound, and
+   * a commit that extends the file costs about twice one that reuses it. So
+   * writers wait (the event loop does not) while the checkpoint thread catches
+   * up; the next write then starts the log from its beginning, and the file
+   * keeps its size.
+   */
+  logRoom(): Promise<void> | undefined;
 }
 
 export function createSqliteDialect(path: string): SqliteConnection {
   if (path === ':memory:') {
     const database = new DatabaseSync(path);
     database.exec('PRAGMA foreign_keys = ON');
-    return { dialect: new SqliteDialect({ database: adaptDatabase(database, () => {}) }), dataVersion: dataVersionOf(database) };
+    return { dialect: new SqliteDialect({ database: adaptDatabase(database, () => {}) }), dataVersion: dataVersionOf(database), logRoom: () => undefined };
   }
   mkdirSync(dirname(path), { recursive: true });
   const database = new DatabaseSync(path, { timeout: 5000 });
@@ -37,7 +51,7 @@ export function createSqliteDialect(path: string): SqliteConnection {
   // WAL with synchronous=NORMAL: a commit is a write to the log, durable across process crashes (kill -9).
   database.exec('PRAGMA journal_mode = WAL');
   database.exec('PRAGMA synchronous = NORMAL');
-  database.exec('PRAGMA journal_size_limit = 67108864');
+  database.exec(`PRAGMA journal_size_limit = ${LOG_LIMIT_BYTES}`);
   // Group commit runs each caller in a savepoint, whose sub-journal would otherwise be a temporary file written
   // page by page (a third of an emit's cost). Temporary data here is small: lists are bounded, journals are a few pages.
   database.exec('PRAGMA temp_store = MEMORY');
@@ -47,16 +61,48 @@ export function createSqliteDialect(path: string): SqliteConnection {
     workerData: { path, intervalMs: CHECKPOINT_INTERVAL_MS },
   });
   checkpointer.unref();
-  const checkpointerExited = new Promise<void>((resolve) => checkpointer.once('exit', () => resolve()));
+  let exited = false;
+  const checkpointerExited = new Promise<void>((resolve) =>
+    checkpointer.once('exit', () => {
+      exited = true;
+      resolve();
+    }),
+  );
+  let stopping = false;
   const stopCheckpointer = () => {
     // Unreferenced while it runs so it never keeps a process alive; referenced while it stops, or a process with
     // nothing else to do would exit in the middle of `db.destroy()`.
+    stopping = true;
     checkpointer.ref();
     checkpointer.postMessage('stop');
+  };
+  let catchingUp: Promise<void> | undefined;
+  const logPath = `${path}-wal`;
+  const logRoom = () => {
+    if (catchingUp !== undefined || exited) return catchingUp;
+    // A missing log (before the first write) is within its limit.
+    if ((statSync(logPath, { throwIfNoEntry: false })?.size ?? 0) <= LOG_LIMIT_BYTES) return undefined;
+    catchingUp = new Promise<void>((resolve) => {
+      const done = () => {
+        checkpointer.off('message', answered);
+        checkpointer.off('exit', done);
+        if (!stopping) checkpointer.unref();
+        catchingUp = undefined;
+        resolve();
+      };
+      const answered = (message: unknown) => message === 'caught-up' && done();
+      // Referenced while writers wait for its answer, or a process with nothing else to do would exit before they write.
+      checkpointer.ref();
+      checkpointer.on('message', answered);
+      checkpointer.once('exit', done);
+      checkpointer.postMessage('catch-up');
+    });
+    return catchingUp;
   };
   return {
     dialect: new CheckpointedSqliteDialect({ database: adaptDatabase(database, stopCheckpointer) }, checkpointerExited),
     dataVersion: dataVersionOf(database),
+    logRoom,
   };
 }
 
