@@ -1,31 +1,21 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { asSession, registerUser, sessionCookieOf, type TestUser } from '../support/app.ts';
-import { launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import type { Page } from 'playwright-core';
+import { asSession, sessionCookieOf, type TestUser } from '../support/app.ts';
+import { openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 
 describe('dashboard in Chromium: account, API keys, password and sessions', () => {
   let live: LiveApp;
-  let browser: Browser;
   let user: TestUser;
-  let context: BrowserContext;
   let page: Page;
   let problems: string[];
+  let ui: SignedInPage;
 
   before(async () => {
-    browser = await launchBrowser();
-    live = await startLiveApp();
-    user = await registerUser(live, { name: 'Grace Hopper' });
-    context = await newContext(browser);
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: live.baseUrl });
-    await useSession(context, live, user.session);
-    page = await context.newPage();
-    problems = watchConsole(page);
+    ui = await openSignedInPage({ user: { name: 'Grace Hopper' }, clipboard: true });
+    ({ live, user, page, problems } = ui);
   });
-  after(async () => {
-    await browser?.close();
-    await live?.close();
-  });
+  after(() => ui?.close());
 
   const bearer = (key: string) => fetch(`${live.baseUrl}/api/me`, { headers: { authorization: `Bearer ${key}` } });
   const signInThroughApi = async (password = user.password) => {

@@ -1,8 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
-import { asSession, registerUser, settled as jobsSettled, type TestUser } from '../support/app.ts';
-import { eventually, launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import type { Page } from 'playwright-core';
+import { asSession, settled as jobsSettled, type TestUser } from '../support/app.ts';
+import { eventually, openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 import { linkIn } from '../support/mail.ts';
 import { BOOT_MS } from '../support/machines.ts';
 import { layoutProblems, settled } from './page-audits.ts';
@@ -15,24 +15,16 @@ import { layoutProblems, settled } from './page-audits.ts';
  */
 describe('dashboard in Chromium: billing', () => {
   let live: LiveApp;
-  let browser: Browser;
   let user: TestUser;
   let page: Page;
   let problems: string[];
+  let ui: SignedInPage;
 
   before(async () => {
-    live = await startLiveApp({ env: { BILLING: 'on', MACHINE_BOOT_MS: String(BOOT_MS), MACHINE_PRICES: 'small=0.05,medium=0.10,large=36' } });
-    browser = await launchBrowser();
-    user = await registerUser(live, { email: 'billing-journey@example.com' });
-    const context = await newContext(browser);
-    await useSession(context, live, user.session);
-    page = await context.newPage();
-    problems = watchConsole(page);
+    ui = await openSignedInPage({ app: { env: { BILLING: 'on', MACHINE_BOOT_MS: String(BOOT_MS), MACHINE_PRICES: 'small=0.05,medium=0.10,large=36' } }, user: { email: 'billing-journey@example.com' } });
+    ({ live, user, page, problems } = ui);
   });
-  after(async () => {
-    await browser?.close();
-    await live?.close();
-  });
+  after(() => ui?.close());
 
   const call = (method: 'GET' | 'POST', url: string, payload?: object) =>
     live.app.inject({ method, url, headers: asSession(user.session, live.baseUrl), ...(payload ? { payload } : {}) });

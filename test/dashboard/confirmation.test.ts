@@ -1,32 +1,24 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
-import { registerUser, settled, type TestUser } from '../support/app.ts';
-import { eventually, launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import type { Page } from 'playwright-core';
+import { settled, type TestUser } from '../support/app.ts';
+import { eventually, openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 import { linkIn } from '../support/mail.ts';
 
 const SUBJECT = 'Confirm your email address';
 
 describe('dashboard in Chromium: resending the confirmation email', () => {
   let live: LiveApp;
-  let browser: Browser;
   let user: TestUser;
   let page: Page;
   let problems: string[];
+  let ui: SignedInPage;
 
   before(async () => {
-    live = await startLiveApp();
-    browser = await launchBrowser();
-    user = await registerUser(live, { name: 'Unconfirmed Ursula' });
-    const context = await newContext(browser);
-    await useSession(context, live, user.session);
-    page = await context.newPage();
-    problems = watchConsole(page);
+    ui = await openSignedInPage({ user: { name: 'Unconfirmed Ursula' } });
+    ({ live, user, page, problems } = ui);
   });
-  after(async () => {
-    await browser?.close();
-    await live?.close();
-  });
+  after(() => ui?.close());
 
   const confirmationMails = () => live.smtp.to(user.email).filter((mail) => mail.subject === SUBJECT);
   /** Waits for mail number `count` and returns its link path. */

@@ -2,37 +2,30 @@ import { strict as assert } from 'node:assert';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { registerUser, type TestUser } from '../support/app.ts';
-import { launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import type { Page } from 'playwright-core';
+import type { TestUser } from '../support/app.ts';
+import { openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 import { mcpCall, pkcePair, tokenRequest } from '../support/oauth.ts';
 
 describe('dashboard in Chromium: the OAuth consent page and connected applications', () => {
   let live: LiveApp;
-  let browser: Browser;
   let user: TestUser;
-  let context: BrowserContext;
   let page: Page;
   let problems: string[];
+  let ui: SignedInPage;
   let callbackServer: Server;
   let callbackUrl: string;
 
   before(async () => {
-    browser = await launchBrowser();
-    live = await startLiveApp();
-    user = await registerUser(live, { name: 'Katherine Johnson' });
+    ui = await openSignedInPage({ user: { name: 'Katherine Johnson' } });
+    ({ live, user, page, problems } = ui);
     callbackServer = createServer((_request, response) => response.writeHead(200, { 'content-type': 'text/plain' }).end('Back at the connector.'));
     await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', resolve));
     callbackUrl = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`;
-    context = await newContext(browser);
-    await useSession(context, live, user.session);
-    page = await context.newPage();
-    problems = watchConsole(page);
   });
   after(async () => {
-    await browser?.close();
     callbackServer?.close();
-    await live?.close();
+    await ui?.close();
   });
 
   async function registerClient(name: string): Promise<string> {

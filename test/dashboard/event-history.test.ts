@@ -1,37 +1,30 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { emitEvent } from '../../src/event-webhooks/outbox.ts';
-import { asSession, registerUser, type TestUser } from '../support/app.ts';
-import { eventually, launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import { asSession, type TestUser } from '../support/app.ts';
+import { eventually, openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
 /** Issue 12 in the dashboard: the attempt log, the filters, recover, replay, re-enabling, the Events page. */
 describe('dashboard in Chromium: event history', () => {
   let live: LiveApp;
-  let browser: Browser;
   let receiver: HttpsReceiver;
   let user: TestUser;
-  let context: BrowserContext;
   let page: Page;
   let problems: string[];
+  let ui: SignedInPage;
 
   before(async () => {
     // Three attempts 100 ms apart: a delivery fails for good within a second.
-    live = await startLiveApp({ realClock: true, env: { WEBHOOK_MAX_ATTEMPTS: '3', WEBHOOK_RETRY_DELAYS: '100ms' } });
-    browser = await launchBrowser();
+    ui = await openSignedInPage({ app: { realClock: true, env: { WEBHOOK_MAX_ATTEMPTS: '3', WEBHOOK_RETRY_DELAYS: '100ms' } } });
+    ({ live, user, page, problems } = ui);
     receiver = await startHttpsReceiver();
-    user = await registerUser(live);
-    context = await newContext(browser);
-    await useSession(context, live, user.session);
-    page = await context.newPage();
-    problems = watchConsole(page);
   });
   after(async () => {
-    await browser?.close();
     await receiver?.close();
-    await live?.close();
+    await ui?.close();
   });
 
   const call = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: Record<string, unknown>) =>

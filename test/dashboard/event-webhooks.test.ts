@@ -1,9 +1,9 @@
 import { strict as assert } from 'node:assert';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { asSession, registerUser, type TestUser } from '../support/app.ts';
-import { eventually, launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import type { Page } from 'playwright-core';
+import { asSession, type TestUser } from '../support/app.ts';
+import { eventually, openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
 /** Stripe-style check of Service-Signature (CONTRACT 11): v1 = HMAC-SHA256(secret, `${t}.${body}`). */
@@ -14,29 +14,21 @@ function signedWith(secret: string, header: string, body: string): boolean {
 
 describe('dashboard in Chromium: event webhooks', () => {
   let live: LiveApp;
-  let browser: Browser;
   let receiver: HttpsReceiver;
   let user: TestUser;
-  let context: BrowserContext;
   let page: Page;
   let problems: string[];
+  let ui: SignedInPage;
 
   before(async () => {
     // One attempt: a failed test delivery is final at once, so the page offers Retry.
-    live = await startLiveApp({ realClock: true, env: { WEBHOOK_MAX_ATTEMPTS: '1' } });
-    browser = await launchBrowser();
+    ui = await openSignedInPage({ app: { realClock: true, env: { WEBHOOK_MAX_ATTEMPTS: '1' } }, clipboard: true });
+    ({ live, user, page, problems } = ui);
     receiver = await startHttpsReceiver();
-    user = await registerUser(live);
-    context = await newContext(browser);
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: live.baseUrl });
-    await useSession(context, live, user.session);
-    page = await context.newPage();
-    problems = watchConsole(page);
   });
   after(async () => {
-    await browser?.close();
     await receiver?.close();
-    await live?.close();
+    await ui?.close();
   });
 
   const endpointsApi = async () => (await live.app.inject({ method: 'GET', url: '/api/event-webhooks', headers: asSession(user.session, live.baseUrl) })).json().data;

@@ -1,33 +1,24 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
-import { asSession, registerUser, type TestUser } from '../support/app.ts';
-import { launchBrowser, newContext, startLiveApp, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import type { Page } from 'playwright-core';
+import { asSession, type TestUser } from '../support/app.ts';
+import { openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 
 const SETTLE_MS = 10_000;
 
 describe('dashboard in Chromium: machines', () => {
   let live: LiveApp;
-  let browser: Browser;
   let user: TestUser;
   let page: Page;
   let problems: string[];
+  let ui: SignedInPage;
 
   before(async () => {
     // Real time and a short boot: the page waits for machines to come up.
-    live = await startLiveApp({ realClock: true, env: { MACHINE_BOOT_MS: '300', MACHINE_WORKER_INTERVAL_MS: '100' } });
-    browser = await launchBrowser();
-    user = await registerUser(live);
-    const context = await newContext(browser);
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: live.baseUrl });
-    await useSession(context, live, user.session);
-    page = await context.newPage();
-    problems = watchConsole(page);
+    ui = await openSignedInPage({ app: { realClock: true, env: { MACHINE_BOOT_MS: '300', MACHINE_WORKER_INTERVAL_MS: '100' } }, clipboard: true });
+    ({ live, user, page, problems } = ui);
   });
-  after(async () => {
-    await browser?.close();
-    await live?.close();
-  });
+  after(() => ui?.close());
 
   const machinesApi = async () => (await live.app.inject({ method: 'GET', url: '/api/machines', headers: asSession(user.session, live.baseUrl) })).json().data;
   const liveViewWith = async (id: string, token: string) => (await live.app.inject({ method: 'POST', url: `/api/machines/${id}/live-view`, headers: { authorization: `Bearer ${token}` } })).statusCode;

@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { createTestApp, type TestAppOptions, type TestContext } from './app.ts';
+import { createTestApp, registerUser, type TestAppOptions, type TestContext, type TestUser } from './app.ts';
 import { eventually as pollUntil } from './receiver.ts';
 
 /** Debian's Chromium; CI installs it (.ci/run). Never `npx playwright install`. */
@@ -69,4 +69,40 @@ export function eventually<T>(read: () => T | undefined | Promise<T | undefined>
 /** Signs a browser profile in with a session token obtained through the API. */
 export async function useSession(context: BrowserContext, live: LiveApp, sessionToken: string): Promise<void> {
   await context.addCookies([{ name: 'session', value: sessionToken, url: live.baseUrl, httpOnly: true, sameSite: 'Lax' }]);
+}
+
+/** Where most dashboard tests start: the live app, Chromium, and a page signed in as a new user. */
+export interface SignedInPage {
+  live: LiveApp;
+  browser: Browser;
+  user: TestUser;
+  context: BrowserContext;
+  page: Page;
+  /** The page's errors and CSP violations so far (watchConsole). */
+  problems: string[];
+  /** Closes the browser, then the app. */
+  close(): Promise<void>;
+}
+
+export async function openSignedInPage(
+  options: { app?: TestAppOptions; user?: Parameters<typeof registerUser>[1]; clipboard?: boolean } = {},
+): Promise<SignedInPage> {
+  const live = await startLiveApp(options.app);
+  let browser: Browser | undefined;
+  const close = async () => {
+    await browser?.close();
+    await live.close();
+  };
+  try {
+    browser = await launchBrowser();
+    const user = await registerUser(live, options.user);
+    const context = await newContext(browser);
+    if (options.clipboard) await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: live.baseUrl });
+    await useSession(context, live, user.session);
+    const page = await context.newPage();
+    return { live, browser, user, context, page, problems: watchConsole(page), close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
 }
