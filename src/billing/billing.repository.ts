@@ -81,6 +81,13 @@ export async function insertLedgerEntries(db: Kysely<DB>, rows: readonly LedgerR
   for (let i = 0; i < rows.length; i += CHUNK) await insertRows(db, 'billing_ledger', LEDGER_COLUMNS, rows.slice(i, i + CHUNK));
 }
 
+/** Each account's newest ledger entry id (accounts without entries are left out). */
+export async function latestLedgerIds(db: Kysely<DB>, accountIds: readonly string[]): Promise<Map<string, string>> {
+  if (accountIds.length === 0) return new Map();
+  const rows = await db.selectFrom('billing_ledger').select(['account_id', (eb) => eb.fn.max('id').as('id')]).where('account_id', 'in', accountIds).groupBy('account_id').execute();
+  return new Map(rows.map((row) => [row.account_id, row.id]));
+}
+
 export async function findLedgerEntry(db: Kysely<DB>, accountId: string, id: string): Promise<LedgerRow | undefined> {
   return db.selectFrom('billing_ledger').selectAll().where('account_id', '=', accountId).where('id', '=', id).executeTakeFirst();
 }

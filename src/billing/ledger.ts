@@ -1,8 +1,8 @@
 import type { Tx } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
-import { newId } from '../shared/ids.ts';
+import { newIdAfter } from '../shared/ids.ts';
 import { balanceEmptyMailJob, lowBalanceMailJob } from './billing.job-types.ts';
-import { insertLedgerEntries, updateBalances, type BillingAccountRow, type LedgerRow } from './billing.repository.ts';
+import { insertLedgerEntries, latestLedgerIds, updateBalances, type BillingAccountRow, type LedgerRow } from './billing.repository.ts';
 import type { LedgerKind } from './billing.tables.ts';
 import { balanceEmptyStopJob } from './enforcement.ts';
 import { formatMicros } from './money.ts';
@@ -22,8 +22,14 @@ export interface NewEntry {
  * balance crossing calls for (the low-balance or empty mail, the stop of the
  * account's machines) is enqueued in the same transaction.
  * Answers the entries written, in order.
+ *
+ * Each new entry's id sorts after the account's newest: the ledger is listed
+ * by id, and each entry's balance follows the one before it, so id order must
+ * be the order the lock applied them in. `now` may be older than an entry
+ * another process wrote while this one waited for the lock.
  */
 export async function appendEntries(deps: Deps, tx: Tx, batch: ReadonlyArray<{ account: BillingAccountRow; entries: readonly NewEntry[] }>, now: number): Promise<LedgerRow[]> {
+  const latest = await latestLedgerIds(tx.db, batch.flatMap(({ account, entries }) => (entries.length > 0 ? [account.account_id] : [])));
   const rows: LedgerRow[] = [];
   const balances: Array<{ account_id: string; balance_micros: number; updated_at: number }> = [];
   const crossings: Array<{ accountId: string; before: number; after: number }> = [];
@@ -34,7 +40,7 @@ export async function appendEntries(deps: Deps, tx: Tx, batch: ReadonlyArray<{ a
     for (const entry of entries) {
       balance += entry.amount;
       rows.push({
-        id: newId('txn', now),
+        id: newIdAfter('txn', now, latest.get(account.account_id)),
         account_id: account.account_id,
         kind: entry.kind,
         amount_micros: entry.amount,

@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { encodeTime, monotonicFactory } from 'ulid';
+import { decodeTime, encodeTime, monotonicFactory } from 'ulid';
 
 export type IdPrefix = 'acct' | 'ses' | 'job' | 'key' | 'ep' | 'evt' | 'dlv' | 'mch' | 'run' | 'sch' | 'ihk' | 'pool' | 'txn' | 'grt';
 
@@ -24,6 +24,18 @@ export function newId(prefix: IdPrefix, now: number = Date.now()): string {
   return `${prefix}_${nextUlid(now).toLowerCase()}`;
 }
 
+
+/**
+ * A new id that sorts after `after` (an id of the same prefix, or none), even
+ * if `after` was made by another process whose clock was ahead or whose time
+ * was taken later: what a sequence ordered by id, and extended under a lock by
+ * several processes, needs.
+ */
+export function newIdAfter(prefix: IdPrefix, now: number, after: string | undefined): string {
+  const id = newId(prefix, now);
+  if (after === undefined || id > after) return id;
+  return newId(prefix, decodeTime(after.slice(prefix.length + 1).toUpperCase()) + 1);
+}
 
 /**
  * The smallest id with this prefix made at `at` or later: every id made

@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { meteringPass } from '../../src/billing/metering.ts';
+import { idBoundAt } from '../../src/shared/ids.ts';
 import type { TestContext } from '../support/app.ts';
 import { onPostgres } from '../support/database.ts';
 import { createMachine, finishBoot, newOwner, workerPass, type Owner } from '../support/machines.ts';
@@ -125,6 +126,29 @@ describe('metering (CONTRACT 12)', () => {
     assert.equal(later.json().total, '0.000000');
     assert.equal((await owner.call('GET', '/api/billing/usage?from=yesterday')).statusCode, 400);
     assert.equal((await owner.call('GET', `/api/billing/usage?from=${encodeURIComponent(new Date(ctx.clock.now() + 1).toISOString())}`)).statusCode, 400, 'from after to');
+  });
+
+  test('a new ledger entry sorts after the account\'s newest, even one written by a process whose clock was ahead', async () => {
+    const owner = await fundedOwner(ctx);
+    const db = ctx.app.deps.db;
+    const { balance_micros: balance } = await db.selectFrom('billing_accounts').select('balance_micros').where('account_id', '=', owner.user.id).executeTakeFirstOrThrow();
+    // Another process, its clock a minute ahead (or its time taken after ours, while we waited for the lock), charged the account.
+    const ahead = ctx.clock.now() + MINUTE;
+    await db
+      .insertInto('billing_ledger')
+      .values({ id: idBoundAt('txn', ahead), account_id: owner.user.id, kind: 'usage', amount_micros: -1_000, balance_after_micros: balance - 1_000, machine_id: null, period_start: null, period_end: null, created_at: ahead })
+      .execute();
+    await db.updateTable('billing_accounts').set({ balance_micros: balance - 1_000 }).where('account_id', '=', owner.user.id).execute();
+
+    const topped = (await topUp(ctx, owner, '5.00')).json();
+    assert.equal(topped.balanceAfter, ((balance - 1_000 + 5_000_000) / 1_000_000).toFixed(6));
+    const listed = (await owner.call('GET', '/api/billing/transactions')).json().data as Array<{ id: string; amount: string; balanceAfter: string }>;
+    assert.equal(listed[0]!.id, topped.id, 'newest first is the entry applied last');
+    for (let i = 0; i + 1 < listed.length; i++) {
+      const after = Math.round(Number(listed[i]!.balanceAfter) * 1_000_000);
+      const before = Math.round(Number(listed[i + 1]!.balanceAfter) * 1_000_000);
+      assert.equal(after - before, Math.round(Number(listed[i]!.amount) * 1_000_000), `entry ${i} follows the one listed after it`);
+    }
   });
 });
 
