@@ -81,11 +81,15 @@ export async function insertLedgerEntries(db: Kysely<DB>, rows: readonly LedgerR
   for (let i = 0; i < rows.length; i += CHUNK) await insertRows(db, 'billing_ledger', LEDGER_COLUMNS, rows.slice(i, i + CHUNK));
 }
 
-/** Each account's newest ledger entry id (accounts without entries are left out). */
+/** Each account's newest ledger entry id (accounts without entries are left out). One `max` per account: each reads one end of the account's index. */
 export async function latestLedgerIds(db: Kysely<DB>, accountIds: readonly string[]): Promise<Map<string, string>> {
   if (accountIds.length === 0) return new Map();
-  const rows = await db.selectFrom('billing_ledger').select(['account_id', (eb) => eb.fn.max('id').as('id')]).where('account_id', 'in', accountIds).groupBy('account_id').execute();
-  return new Map(rows.map((row) => [row.account_id, row.id]));
+  const rows = await db
+    .selectFrom('billing_accounts as a')
+    .select(['a.account_id', (eb) => eb.selectFrom('billing_ledger as l').select((inner) => inner.fn.max('l.id').as('id')).whereRef('l.account_id', '=', 'a.account_id').as('id')])
+    .where('a.account_id', 'in', accountIds)
+    .execute();
+  return new Map(rows.flatMap((row) => (row.id === null ? [] : [[row.account_id, row.id] as const])));
 }
 
 export async function findLedgerEntry(db: Kysely<DB>, accountId: string, id: string): Promise<LedgerRow | undefined> {
