@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import { dialectOf, type DialectName } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { batchSelect, insertRows, joinsBatch, kept, placeholders, type AnyRowsPerSourceRow, type Columns } from '../db/batch.ts';
+import { batchSelect, batchValues, insertRows, joinsBatch, kept, placeholders, type AnyRowsPerSourceRow, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
@@ -131,13 +131,15 @@ export interface AttemptRecord {
 const OUTCOME_COLUMNS: ReadonlyArray<keyof DeliveriesTable> = ['status', 'next_attempt_at', 'last_status', 'last_body', 'last_error', 'last_duration_ms', 'last_attempt_at'];
 
 /** An attempt's columns as recordAttempts writes a batch of them: the delivery's key and endpoint, its outcome columns (as COLUMNS types them), then what only the attempt log keeps. */
-const ATTEMPT_COLUMNS = [
+const ATTEMPT_COLUMNS: Columns<AttemptRow> = [
   ...COLUMNS.filter(([name]) => name === 'id' || name === 'endpoint_id' || OUTCOME_COLUMNS.includes(name)),
   ['ok', 'integer'],
-] as const;
+] as Columns<AttemptRow>;
 
-function attemptValues(a: AttemptRecord): unknown[] {
-  const byColumn: Record<string, unknown> = {
+type AttemptRow = Pick<DeliveriesTable, 'id' | 'endpoint_id' | 'status' | 'next_attempt_at' | 'last_status' | 'last_body' | 'last_error' | 'last_duration_ms' | 'last_attempt_at'> & { ok: number };
+
+function attemptRow(a: AttemptRecord): AttemptRow {
+  return {
     id: a.id,
     endpoint_id: a.endpointId,
     status: a.status,
@@ -149,13 +151,12 @@ function attemptValues(a: AttemptRecord): unknown[] {
     last_attempt_at: a.at,
     ok: a.ok ? 1 : 0,
   };
-  return ATTEMPT_COLUMNS.map(([name]) => byColumn[name]);
 }
 
-/** The statements of recordAttempts for a batch of `size`: one on PostgreSQL, two on SQLite. */
+/** The statements of recordAttempts for a batch of `size`: one on PostgreSQL (whatever the size), two on SQLite. */
 function attemptStatements(dialect: DialectName, size: number): string[] {
   const build = () => {
-    const { select, keys } = batchSelect(ATTEMPT_COLUMNS, size, placeholders(dialect));
+    const { select, keys } = batchSelect(dialect, ATTEMPT_COLUMNS, size, placeholders(dialect));
     const update = `update deliveries set ${OUTCOME_COLUMNS.map((name) => `${name} = v.${name}`).join(', ')}, attempts = deliveries.attempts + 1 from v where ${joinsBatch(dialect, 'deliveries', 'id', keys)}`;
     // Each entry of the attempt log is numbered with its delivery's attempt count as just updated.
     const log = (updated: string) =>
@@ -164,8 +165,9 @@ function attemptStatements(dialect: DialectName, size: number): string[] {
       ? [`with v as (${select}), updated as (${update} returning deliveries.id, deliveries.attempts) ${log('updated')}`]
       : [`with v as (${select}) ${update}`, `with v as (${select}) ${log('deliveries')}`];
   };
-  const key = `attempts;${dialect};${size}`;
-  return dialect === 'postgres' ? [kept(key, () => build()[0]!)] : [kept(`${key};update`, () => build()[0]!), kept(`${key};log`, () => build()[1]!)];
+  if (dialect === 'postgres') return [kept('attempts;postgres', () => build()[0]!)];
+  const key = `attempts;sqlite;${size}`;
+  return [kept(`${key};update`, () => build()[0]!), kept(`${key};log`, () => build()[1]!)];
 }
 
 /**
@@ -176,8 +178,9 @@ function attemptStatements(dialect: DialectName, size: number): string[] {
  */
 export async function recordAttempts(db: Kysely<DB>, attempts: readonly AttemptRecord[]): Promise<void> {
   if (attempts.length === 0) return;
-  const parameters = attempts.flatMap(attemptValues);
-  for (const text of attemptStatements(dialectOf(db), attempts.length)) await db.executeQuery(CompiledQuery.raw(text, parameters));
+  const dialect = dialectOf(db);
+  const parameters = batchValues(dialect, ATTEMPT_COLUMNS, attempts.map(attemptRow));
+  for (const text of attemptStatements(dialect, attempts.length)) await db.executeQuery(CompiledQuery.raw(text, parameters));
 }
 
 /** CONTRACT 13: one entry of a delivery's attempt log. */

@@ -1,8 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import { sql, type CompiledQuery, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Kysely } from 'kysely';
 import { connectDatabase, dialectOf } from '../../src/db/connect.ts';
-import { updateRows, type Columns } from '../../src/db/batch.ts';
+import { insertRows, updateRows, type Columns } from '../../src/db/batch.ts';
 import type { DB } from '../../src/db/database.ts';
 import { recordAttempts } from '../../src/event-webhooks/deliveries.repository.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
@@ -37,9 +37,26 @@ async function statementsOf(db: Kysely<DB>, run: (db: Kysely<DB>) => Promise<unk
   return sent;
 }
 
-/** The tables a statement's plan reads whole. */
-async function tablesScanned(db: Kysely<DB>, query: CompiledQuery): Promise<string[]> {
-  const { rows } = await db.executeQuery<{ 'QUERY PLAN': unknown }>({ ...query, sql: `explain (format json) ${query.sql}` });
+/**
+ * The tables a statement's plan reads whole: its plan for these values, or
+ * (`generic`) the plan PostgreSQL may keep for a prepared statement whatever
+ * its values, which knows neither how many rows a batch has nor which.
+ */
+async function tablesScanned(db: Kysely<DB>, query: CompiledQuery, generic = false): Promise<string[]> {
+  const { rows } = generic
+    ? await db.connection().execute(async (connection) => {
+        await sql.raw(`prepare probe as ${query.sql}`).execute(connection);
+        await sql`set plan_cache_mode = force_generic_plan`.execute(connection);
+        try {
+          // A generic plan is the same whatever the values, and explain without analyze runs nothing: nulls do.
+          const args = query.parameters.map(() => 'null').join(', ');
+          return await connection.executeQuery<{ 'QUERY PLAN': unknown }>(CompiledQuery.raw(`explain (format json) execute probe(${args})`));
+        } finally {
+          await sql`reset plan_cache_mode`.execute(connection);
+          await sql`deallocate probe`.execute(connection);
+        }
+      })
+    : await db.executeQuery<{ 'QUERY PLAN': unknown }>({ ...query, sql: `explain (format json) ${query.sql}` });
   const scanned: string[] = [];
   const walk = (node: Record<string, unknown>) => {
     if (node['Node Type'] === 'Seq Scan') scanned.push(node['Relation Name'] as string);
@@ -102,6 +119,42 @@ describe('batched statements', () => {
     const batch = Array.from({ length: 150 }, (_, i) => ({ id: `w${String(i * 97).padStart(5, '0')}`, n: i, label: 'batched' }));
     const [update] = await statementsOf(db, (recording) => updateRows<Wide>(recording, 'wide' as keyof DB & string, WIDE, batch));
     assert.deepEqual(await tablesScanned(db, update!), []);
+    assert.deepEqual(await tablesScanned(db, update!, true), [], 'the generic plan too');
+  });
+
+  test('a batch keeps every value exactly as given, whatever its characters, on insert and on update', async () => {
+    interface Odd {
+      id: string;
+      big: number | null;
+      label: string | null;
+    }
+    const ODD: Columns<Odd> = [
+      ['id', 'text'],
+      ['big', 'bigint'],
+      ['label', 'text'],
+    ];
+    await sql`create table odd (id text primary key, big bigint, label text)`.execute(db);
+    // What an array literal would have to escape (PostgreSQL takes a batch's columns as arrays), and what it must not turn into NULL.
+    const labels = ['quote " inside', 'back\\slash \\', '{braces}, commas', 'NULL', '', null, 'ünïcødé ✓ 🚀', 'line\nbreak\ttab', ' spaces ', 'x'.repeat(5000)];
+    const rows: Odd[] = labels.map((label, i) => ({ id: `o${i}`, big: i === 0 ? null : 1_800_000_000_000 + i * (i % 2 ? 1 : -1), label }));
+    await insertRows<Odd>(db, 'odd' as keyof DB & string, ODD, rows);
+    const read = async () => (await sql<Odd>`select id, big, label from odd order by id`.execute(db)).rows.map((row) => ({ id: row.id, big: row.big === null ? null : Number(row.big), label: row.label }));
+    assert.deepEqual(await read(), [...rows].sort((a, b) => (a.id < b.id ? -1 : 1)));
+    const reversed = rows.map((row, i) => ({ ...row, label: labels[labels.length - 1 - i]!, big: row.big === null ? 0 : -row.big }));
+    await updateRows<Odd>(db, 'odd' as keyof DB & string, ODD, reversed);
+    assert.deepEqual(await read(), [...reversed].sort((a, b) => (a.id < b.id ? -1 : 1)));
+  });
+
+  test('on PostgreSQL, a batched statement has one text whatever its number of rows (each connection plans it once)', { skip: !onPostgres && 'Postgres only' }, async () => {
+    const textsFor = async (sizes: number[]) =>
+      new Set(
+        (
+          await statementsOf(db, async (recording) => {
+            for (const size of sizes) await updateRows<Wide>(recording, 'wide' as keyof DB & string, WIDE, Array.from({ length: size }, (_, i) => ({ id: `w${String(i).padStart(5, '0')}`, n: i, label: null })));
+          })
+        ).map((query) => query.sql),
+      );
+    assert.equal((await textsFor([1, 2, 150])).size, 1);
   });
 
   /** 20,000 pending deliveries of one endpoint, `dlv_00000`…`dlv_19999`, with statistics. */
@@ -135,10 +188,21 @@ describe('batched statements', () => {
     const statements = await statementsOf(db, (recording) => recordAttempts(recording, attempts));
     assert.equal(statements.length, 1);
     assert.deepEqual(await tablesScanned(db, statements[0]!), []);
+    assert.deepEqual(await tablesScanned(db, statements[0]!, true), [], 'the generic plan too');
     const logged = (await sql<{ n: number; count: string }>`select n, count(*)::text as count from delivery_attempts group by n`.execute(db)).rows.map((row) => ({ ...row }));
     assert.deepEqual(logged, [{ n: 1, count: '150' }], 'every attempt logged once, numbered 1');
     const retrying = (await sql<{ status: string; attempts: number; last_error: string }>`select status, attempts, last_error from deliveries where id = 'dlv_00097'`.execute(db)).rows[0];
     assert.deepEqual({ ...retrying }, { status: 'pending', attempts: 1, last_error: 'status 500' });
+  });
+
+  test('on PostgreSQL, batches of attempts of any size are one statement text', { skip: !onPostgres && 'Postgres only' }, async () => {
+    const now = Date.now();
+    const texts = new Set<string>();
+    for (const size of [1, 3, 40]) {
+      const ids = Array.from({ length: size }, (_, i) => `dlv_${String(10_000 + size * 100 + i).padStart(5, '0')}`);
+      for (const query of await statementsOf(db, (recording) => recordAttempts(recording, attemptsOf(ids, now)))) texts.add(query.sql);
+    }
+    assert.equal(texts.size, 1);
   });
 
   test('on PostgreSQL, an attempt updates its delivery in place: no index changes (a HOT update)', { skip: !onPostgres && 'Postgres only' }, async () => {
