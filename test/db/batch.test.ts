@@ -140,6 +140,11 @@ describe('batched statements', () => {
     await insertRows<Odd>(db, 'odd' as keyof DB & string, ODD, rows);
     const read = async () => (await sql<Odd>`select id, big, label from odd order by id`.execute(db)).rows.map((row) => ({ id: row.id, big: row.big === null ? null : Number(row.big), label: row.label }));
     assert.deepEqual(await read(), [...rows].sort((a, b) => (a.id < b.id ? -1 : 1)));
+    // Half a character (a string cut between the two halves of a surrogate pair) is stored as U+FFFD, as a single value would be.
+    await insertRows<Odd>(db, 'odd' as keyof DB & string, ODD, [{ id: 'p0', big: 1, label: 'cut \ud83d' }, { id: 'p1', big: 2, label: '\ude80 and back\\ud83d' }]);
+    const halves = (await sql<Odd>`select label from odd where id in ('p0', 'p1') order by id`.execute(db)).rows.map((row) => row.label);
+    assert.deepEqual(halves, ['cut \ufffd', '\ufffd and back\\ud83d']);
+    await sql`delete from odd where id in ('p0', 'p1')`.execute(db);
     const reversed = rows.map((row, i) => ({ ...row, label: labels[labels.length - 1 - i]!, big: row.big === null ? 0 : -row.big }));
     await updateRows<Odd>(db, 'odd' as keyof DB & string, ODD, reversed);
     assert.deepEqual(await read(), [...reversed].sort((a, b) => (a.id < b.id ? -1 : 1)));
