@@ -65,8 +65,8 @@ export type AnyRows = RowsOf<never>;
  * a text per row count, planned afresh at every call (about 0.9 ms for a
  * hundred rows of ten columns, a third of such an update's cost). JSON rather
  * than an array per column: JSON.stringify writes it in one piece, where
- * pg's array literals make garbage per value (10–17 MB more peak memory in a
- * metering pass). SQLite, which plans nothing per call, takes VALUES rows, a
+ * pg's array literals make garbage per value (bench/RESULTS.md has the
+ * figures). SQLite, which plans nothing per call, takes VALUES rows, a
  * placeholder per value: a text per row count, each prepared once. Answers
  * too how to name the batch's keys (its first column), for joinsBatch.
  */

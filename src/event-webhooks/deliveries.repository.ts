@@ -128,15 +128,15 @@ export interface AttemptRecord {
 }
 
 /** What an attempt changes on its delivery. */
-const OUTCOME_COLUMNS: ReadonlyArray<keyof DeliveriesTable> = ['status', 'next_attempt_at', 'last_status', 'last_body', 'last_error', 'last_duration_ms', 'last_attempt_at'];
+const OUTCOME_COLUMNS = ['status', 'next_attempt_at', 'last_status', 'last_body', 'last_error', 'last_duration_ms', 'last_attempt_at'] as const satisfies ReadonlyArray<keyof DeliveriesTable>;
 
 /** An attempt's columns as recordAttempts writes a batch of them: the delivery's key and endpoint, its outcome columns (as COLUMNS types them), then what only the attempt log keeps. */
 const ATTEMPT_COLUMNS: Columns<AttemptRow> = [
-  ...COLUMNS.filter(([name]) => name === 'id' || name === 'endpoint_id' || OUTCOME_COLUMNS.includes(name)),
+  ...COLUMNS.filter(([name]) => name === 'id' || name === 'endpoint_id' || (OUTCOME_COLUMNS as ReadonlyArray<string>).includes(name)),
   ['ok', 'integer'],
 ] as Columns<AttemptRow>;
 
-type AttemptRow = Pick<DeliveriesTable, 'id' | 'endpoint_id' | 'status' | 'next_attempt_at' | 'last_status' | 'last_body' | 'last_error' | 'last_duration_ms' | 'last_attempt_at'> & { ok: number };
+type AttemptRow = Pick<DeliveriesTable, 'id' | 'endpoint_id' | (typeof OUTCOME_COLUMNS)[number]> & { ok: number };
 
 function attemptRow(a: AttemptRecord): AttemptRow {
   return {
