@@ -8,7 +8,7 @@ import type { Clock } from '../shared/clock.ts';
 import type { Signal } from '../db/signals.ts';
 import { findDeliveriesToSend, recordAttempts, type AttemptRecord, type DeliveryToSend } from './deliveries.repository.ts';
 import type { DeliveryMetrics } from './delivery.metrics.ts';
-import { findTarget, resetFailingClock, startFailingClock, type EndpointTarget } from './endpoints.repository.ts';
+import { findTarget, lockEndpoints, resetFailingClock, startFailingClock, type EndpointTarget } from './endpoints.repository.ts';
 import { retryDelay } from './retry.ts';
 import type { AttemptResult, Sender } from './sender.ts';
 import { deliveryHeaders } from './signing.ts';
@@ -131,7 +131,8 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
   /**
    * Keeps each endpoint's failing clock (auto-disable) in the settling
    * transaction. Statements only when the clock changes, as this process
-   * knows it: a healthy endpoint's batches cost none.
+   * knows it: a healthy endpoint's batches cost none. In id order, as
+   * another process's batch takes them.
    */
   async function trackFailing(tx: Tx, records: readonly AttemptRecord[]): Promise<void> {
     const byEndpoint = new Map<string, { lastOk: number; failures: number[] }>();
@@ -141,7 +142,7 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
       if (record.ok) seen.lastOk = Math.max(seen.lastOk, record.at);
       else seen.failures.push(record.at);
     }
-    for (const [endpointId, { lastOk, failures }] of byEndpoint) {
+    for (const [endpointId, { lastOk, failures }] of [...byEndpoint].sort(([a], [b]) => (a < b ? -1 : 1))) {
       const cached = targets.get(endpointId)?.target ?? undefined;
       const known = cached === undefined ? undefined : cached.failingSince;
       const firstFailure = failures.filter((at) => at > lastOk).reduce((min, at) => Math.min(min, at), Infinity);
@@ -195,6 +196,9 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
       if (!result.sent) return result.retryAt === undefined ? { status: 'release' } : { status: 'release', at: result.retryAt };
       return result.attempt.ok ? { status: 'done' } : { status: 'failed', error: result.attempt.error ?? 'failed' };
     },
+
+    // Endpoints first: see lockEndpoints.
+    lockBeforeSettling: (tx, attempts) => lockEndpoints(tx.db, [...new Set(attempts.map(({ job }) => job.lane!))]),
 
     async record(tx, attempts) {
       const sent = attempts.filter((attempt) => attempt.result.sent);

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { dialectOf, type DialectName } from '../db/connect.ts';
-import type { Source } from '../db/batch.ts';
+import { isOneOf, type Source } from '../db/batch.ts';
 import { toIso } from '../shared/clock.ts';
 import type { EventEndpointsTable } from './event-webhooks.tables.ts';
 
@@ -121,6 +121,18 @@ export function subscribedEndpoints(accountId: string, type: string, ids: readon
 export async function findTarget(db: Kysely<DB>, id: string): Promise<EndpointTarget | undefined> {
   const row = await db.selectFrom('event_endpoints').select(['id', 'url', 'secret', 'enabled', 'failing_since']).where('id', '=', id).executeTakeFirst();
   return row && { id: row.id, url: row.url, secret: row.secret, enabled: row.enabled === 1, failingSince: row.failing_since === null ? null : Number(row.failing_since) };
+}
+
+/**
+ * Locks these endpoints as their deliveries' foreign key would, in id order,
+ * for a transaction that goes on to touch their lanes' jobs: an endpoint's
+ * delete locks the endpoint first too, then takes its deliveries and its
+ * lane's jobs with it, so the two wait for each other at the endpoint instead
+ * of each holding what the other needs. SQLite writers already run one at a time.
+ */
+export async function lockEndpoints(db: Kysely<DB>, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0 || dialectOf(db) !== 'postgres') return;
+  await db.selectFrom('event_endpoints').select('id').where(isOneOf(db, 'id', ids)).orderBy('id').forKeyShare().execute();
 }
 
 /**

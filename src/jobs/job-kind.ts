@@ -85,6 +85,14 @@ export interface JobKind<Payload, Work = Job<Payload>, Result = Outcome> {
   perform(work: Work, job: Job<Payload>): Promise<Result>;
   /** The outcome of a result; by default the result is the outcome. */
   outcomeOf?(result: Result): Outcome;
+  /**
+   * Runs first in the transaction that settles attempts of this kind, before
+   * their jobs are touched, with every attempt of the batch (held or not): it
+   * locks the rows that other transactions lock before a lane's jobs (the
+   * lane's owner, whose delete takes its jobs with it), so that every
+   * transaction takes its locks in the same order and none can deadlock.
+   */
+  lockBeforeSettling?(tx: Tx, attempts: Array<Attempt<Payload, Result>>): Promise<void>;
   /** Records attempts in the domain's tables, in the transaction that settles their jobs; only jobs this process still held are passed. */
   record?(tx: Tx, attempts: Array<Attempt<Payload, Result>>): Promise<void>;
   /** For kinds whose jobs have lanes: jobs in flight per lane, and not before when (a failing lane is slowed down). */

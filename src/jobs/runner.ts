@@ -407,17 +407,23 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
         else if (settlement.at !== undefined) rescheduled.push({ id: job.id, run_at: settlement.at, attempts: job.attempts, last_error: null });
         else released.push(job.id);
       }
+      for (const [kind, attempts] of attemptsByKind(batch, () => true)) await kind.kind.lockBeforeSettling?.(tx, attempts);
       const held = new Set([...(await completeJobs(tx.db, id, finished)), ...(await rescheduleJobs(tx.db, id, rescheduled))]);
       await returnJobs(tx.db, id, released);
-      const byKind = new Map<Kind, Array<Attempt<unknown, unknown>>>();
-      for (const { kind, attempt, hasResult } of batch) {
-        if (!hasResult || !held.has(attempt.job.id) || kind.kind.record === undefined) continue;
-        const attempts = byKind.get(kind) ?? [];
-        attempts.push(attempt);
-        byKind.set(kind, attempts);
-      }
-      for (const [kind, attempts] of byKind) await kind.kind.record!(tx, attempts);
+      const recorded = attemptsByKind(batch, ({ attempt, hasResult }) => hasResult && held.has(attempt.job.id));
+      for (const [kind, attempts] of recorded) await kind.kind.record?.(tx, attempts);
     });
+  }
+
+  function attemptsByKind(batch: Pending[], include: (pending: Pending) => boolean): Map<Kind, Array<Attempt<unknown, unknown>>> {
+    const byKind = new Map<Kind, Array<Attempt<unknown, unknown>>>();
+    for (const pending of batch) {
+      if (!include(pending)) continue;
+      const attempts = byKind.get(pending.kind) ?? [];
+      attempts.push(pending.attempt);
+      byKind.set(pending.kind, attempts);
+    }
+    return byKind;
   }
 
   /** The lane's jobs held here, waiting their turn, first; then those due in the database that no one holds. */

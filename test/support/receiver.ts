@@ -18,7 +18,18 @@ export interface ReceivedRequest {
 export type Behaviour = (
   request: ReceivedRequest,
   n: number,
-) => { status: number; body?: string; headers?: Record<string, string>; delayMs?: number; /** send headers and this much body, then never finish */ endless?: boolean } | 'hang';
+) =>
+  | {
+      status: number;
+      body?: string;
+      headers?: Record<string, string>;
+      delayMs?: number;
+      /** answer once this settles (a test's own moment) */
+      after?: Promise<unknown>;
+      /** send headers and this much body, then never finish */
+      endless?: boolean;
+    }
+  | 'hang';
 
 export interface Receiver {
   url: string;
@@ -68,7 +79,8 @@ export async function startReceiver(behaviour: Behaviour = () => ({ status: 200,
         res.write(answer.body ?? '');
         hanging.add(res);
       };
-      if (answer.delayMs) setTimeout(send, answer.delayMs);
+      if (answer.after) void answer.after.finally(send);
+      else if (answer.delayMs) setTimeout(send, answer.delayMs);
       else send();
     });
   });
