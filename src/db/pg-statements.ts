@@ -53,6 +53,8 @@ const opensTransaction = (text: string) => text === 'begin' || text.startsWith('
 /** The parts of pg's Query this file uses (its typings do not declare them). */
 interface QueryInternals {
   name?: string;
+  text: string;
+  types?: unknown[];
   _results: unknown;
   prepare(connection: Connection): void;
   handleError(error: unknown, connection: Connection): void;
@@ -60,6 +62,7 @@ interface QueryInternals {
 }
 interface Connection {
   parsedStatements: Record<string, string>;
+  submittedNamedStatements: Record<string, string>;
   parse(message: { text: string; name: string; types: unknown[] }): void;
   bind(message: { portal: string; statement: string; values: unknown[] }): void;
   execute(message: { portal: string }): void;
@@ -73,7 +76,6 @@ const Query = pg.Query as unknown as new (config: pg.QueryConfig & { queryMode: 
  */
 class AfterBegin extends Query {
   readonly #begin: string;
-  #parsedBefore = false;
 
   constructor(begin: string, config: pg.QueryConfig) {
     super({ ...config, queryMode: 'extended' });
@@ -81,17 +83,15 @@ class AfterBegin extends Query {
   }
 
   override prepare(connection: Connection): void {
-    this.#parsedBefore = this.name !== undefined && connection.parsedStatements[this.name] !== undefined;
+    // pg marks a named statement parsed at the first ParseComplete of the exchange: that must be its own.
+    if (this.name !== undefined && connection.parsedStatements[this.name] === undefined && connection.submittedNamedStatements[this.name] === undefined) {
+      connection.parse({ text: this.text, name: this.name, types: this.types ?? [] });
+      connection.submittedNamedStatements[this.name] = this.text;
+    }
     connection.parse({ text: this.#begin, name: '', types: [] });
     connection.bind({ portal: '', statement: '', values: [] });
     connection.execute({ portal: '' });
     super.prepare(connection);
-  }
-
-  override handleError(error: unknown, connection: Connection): void {
-    // pg marks a named statement parsed at the first ParseComplete of the exchange, which is the BEGIN's.
-    if (this.name !== undefined && !this.#parsedBefore) delete connection.parsedStatements[this.name];
-    super.handleError(error, connection);
   }
 
   override handleReadyForQuery(connection: Connection): void {

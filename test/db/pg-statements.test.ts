@@ -83,6 +83,17 @@ describe('PostgreSQL transactions with PG_PIPELINED_BEGIN and PG_PREPARED_STATEM
     assert.deepEqual(rows, [{ n: 1 }]);
   });
 
+  // Regression: the statement was parsed, its run failed (a duplicate key here; a deadlock in the service), and the connection forgot it had it.
+  test('a prepared statement whose first run after a pipelined BEGIN fails runs on that connection afterwards', async () => {
+    const insert = (trx: Kysely<DB>, n: number) => sql`insert into pipelined_once (n) values (${n})`.execute(trx);
+    await sql`create table pipelined_once (n int primary key)`.execute(db);
+    await insert(db, 20);
+    await assert.rejects(db.transaction().execute((trx) => insert(trx, 20)), /duplicate key/);
+    await db.transaction().execute((trx) => insert(trx, 21));
+    await insert(db, 22);
+    assert.deepEqual((await sql<{ n: number }>`select n from pipelined_once order by n`.execute(db)).rows, [{ n: 20 }, { n: 21 }, { n: 22 }]);
+  });
+
   test('a call outside Kysely’s usual form (a query config, as cursors and LISTEN use) runs after the BEGIN it follows', async () => {
     const pool = new pg.Pool({ connectionString: database.url, max: 1, options: `-c search_path=${database.schema}` });
     pool.on('connect', (client) => sendStatements(client, { preparedStatements: false, pipelinedBegin: true }));
