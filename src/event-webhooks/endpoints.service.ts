@@ -154,6 +154,7 @@ export async function rotateSecret(deps: Deps, accountId: string, id: string): P
  */
 export async function deleteEndpoint(deps: Deps, accountId: string, id: string): Promise<void> {
   const deleted = await inTransaction(deps.db, async (tx) => {
+    // The endpoint first, then (with it) its deliveries, then its lane's jobs: the order settlements lock in (lockEndpoints).
     const removed = await deleteEndpointRow(tx.db, accountId, id);
     if (!removed) return false;
     await deps.jobs.closeLane(tx, id);
