@@ -407,11 +407,11 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
         else if (settlement.at !== undefined) rescheduled.push({ id: job.id, run_at: settlement.at, attempts: job.attempts, last_error: null });
         else released.push(job.id);
       }
-      for (const [kind, attempts] of attemptsByKind(batch, () => true)) await kind.kind.lockBeforeSettling?.(tx, attempts);
+      for (const [kind, attempts] of attemptsByKind(batch, ({ kind }) => kind.kind.lockBeforeSettling !== undefined)) await kind.kind.lockBeforeSettling!(tx, attempts);
       const held = new Set([...(await completeJobs(tx.db, id, finished)), ...(await rescheduleJobs(tx.db, id, rescheduled))]);
       await returnJobs(tx.db, id, released);
-      const recorded = attemptsByKind(batch, ({ attempt, hasResult }) => hasResult && held.has(attempt.job.id));
-      for (const [kind, attempts] of recorded) await kind.kind.record?.(tx, attempts);
+      const recorded = attemptsByKind(batch, ({ kind, attempt, hasResult }) => hasResult && held.has(attempt.job.id) && kind.kind.record !== undefined);
+      for (const [kind, attempts] of recorded) await kind.kind.record!(tx, attempts);
     });
   }
 

@@ -68,7 +68,14 @@ describe('an endpoint deleted while its attempts are settled', { skip: !onPostgr
     const blocker = holdLock(lockedRow(delivery.id));
     const blockerPid = await blocker.pid;
     answer();
-    const [settling] = await eventually(async () => ((await waitingFor([blockerPid])).length === 1 ? waitingFor([blockerPid]) : undefined), 10_000, 'the settlement waiting');
+    const [settling] = await eventually(
+      async () => {
+        const waiting = await waitingFor([blockerPid]);
+        return waiting.length === 1 ? waiting : undefined;
+      },
+      10_000,
+      'the settlement waiting',
+    );
     const deleting = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(user.session) });
     await eventually(async () => ((await waitingFor([blockerPid, settling!])).some((pid) => pid !== settling) ? true : undefined), 10_000, 'the delete waiting');
     await blocker.release();
