@@ -9,6 +9,7 @@ import * as billing from './migrations/0006_billing.ts';
 import * as eventHistory from './migrations/0007_event_history.ts';
 import * as oauth from './migrations/0008_oauth.ts';
 import * as deliveriesInPlace from './migrations/0009_deliveries_in_place.ts';
+import * as fewerKeyChecks from './migrations/0010_fewer_key_checks.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -23,6 +24,7 @@ const migrations: Record<string, Migration> = {
   '0007_event_history': eventHistory,
   '0008_oauth': oauth,
   '0009_deliveries_in_place': deliveriesInPlace,
+  '0010_fewer_key_checks': fewerKeyChecks,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

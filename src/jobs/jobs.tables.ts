@@ -19,7 +19,7 @@ export interface JobsTable {
   created_at: number;
 }
 
-/** A lane exists while its jobs may: closing it cancels them (foreign key), pausing it holds them where they are. */
+/** A lane exists while its jobs may: closing it cancels them (closeLane), pausing it holds them where they are. */
 export interface JobLanesTable {
   lane: string;
   paused: number;

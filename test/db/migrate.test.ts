@@ -73,3 +73,35 @@ test('0009: a recovered delivery still waiting for its lane keeps waiting, for t
     await database.drop();
   }
 });
+
+test('0010: what was stored is kept; a delivery keeps its attempt log and is of its endpoint\'s account', async () => {
+  const database = await freshDatabase();
+  const db = connectDatabase(database.url, { schema: database.schema });
+  try {
+    await migrateTo(db, '0009_deliveries_in_place');
+    const now = Date.now();
+    await sql`insert into accounts (id, email, name, password_hash, email_verified_at, created_at, updated_at) values ('acct_1', 'a@example.com', 'a', 'x', null, ${now}, ${now}), ('acct_2', 'b@example.com', 'b', 'x', null, ${now}, ${now})`.execute(db);
+    await sql`insert into event_endpoints (id, account_id, url, description, events, secret, enabled, created_at, updated_at) values ('ep_1', 'acct_1', 'https://example.com/hook', '', '["*"]', 'whsec_x', 1, ${now}, ${now})`.execute(db);
+    await sql`insert into events (id, account_id, type, payload, created_at) values ('evt_1', 'acct_1', 'machine.created', '{}', ${now}), ('evt_2', 'acct_2', 'machine.created', '{}', ${now})`.execute(db);
+    await sql`insert into deliveries (id, account_id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at) values ('dlv_1', 'acct_1', 'ep_1', 'evt_1', 'machine.created', 'pending', 1, ${now}, ${now})`.execute(db);
+    await sql`insert into delivery_attempts (delivery_id, n, endpoint_id, at, ok, status, duration_ms, error, body) values ('dlv_1', 1, 'ep_1', ${now}, 0, 500, 3, null, 'down')`.execute(db);
+    await sql`insert into job_lanes (lane, paused) values ('ep_1', 0)`.execute(db);
+    await sql`insert into jobs (id, kind, lane, key, payload, run_at, attempts, locked_by, locked_until, last_error, created_at) values ('dlv_1', 'webhook.delivery', 'ep_1', null, '{}', ${now}, 1, null, null, 'down', ${now})`.execute(db);
+    await migrateToLatest(db);
+
+    const count = async (table: 'deliveries' | 'delivery_attempts' | 'jobs' | 'job_lanes') => Number((await sql<{ n: number }>`select count(*) as n from ${sql.table(table)}`.execute(db)).rows[0]!.n);
+    assert.deepEqual([await count('deliveries'), await count('delivery_attempts'), await count('jobs'), await count('job_lanes')], [1, 1, 1, 1]);
+    if (onPostgres) {
+      // One key to the endpoint and its account: a delivery cannot name another account than its endpoint's.
+      await assert.rejects(
+        sql`insert into deliveries (id, account_id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at) values ('dlv_2', 'acct_2', 'ep_1', 'evt_2', 'machine.created', 'pending', 0, ${now}, ${now})`.execute(db),
+        /foreign key/,
+      );
+    }
+    await sql`delete from deliveries where id = 'dlv_1'`.execute(db);
+    assert.equal(await count('delivery_attempts'), 0, 'the attempt log went with its delivery');
+  } finally {
+    await db.destroy();
+    await database.drop();
+  }
+});

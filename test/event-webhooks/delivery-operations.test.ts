@@ -119,6 +119,37 @@ describe('test operation, retry, cancellation and receiver behaviour', () => {
     assert.equal((await call('GET', `/api/event-webhooks/deliveries?endpoint=${endpoint.id}`)).statusCode, 404);
   });
 
+  test('deleting an endpoint deletes its deliveries with their attempt logs, its lane and its jobs', async () => {
+    let calls = 0;
+    const hook = await receiver(() => (++calls === 1 ? { status: 500, body: 'down' } : 'hang'));
+    const owner = await registerUser(ctx);
+    const endpoint = await createEndpoint(ctx, owner, { url: hook.url });
+    await emit(ctx, owner.id, 'machine.created');
+    // The first attempt failed and is on record (its retry is due, or in flight with its job leased).
+    const { db } = ctx.app.deps;
+    await eventually(async () => ((await db.selectFrom('delivery_attempts').select('n').where('endpoint_id', '=', endpoint.id).execute()).length > 0 ? true : undefined));
+    const deleted = await ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) });
+    assert.equal(deleted.statusCode, 204);
+    assert.deepEqual(await db.selectFrom('deliveries').select('id').where('endpoint_id', '=', endpoint.id).execute(), []);
+    assert.deepEqual(await db.selectFrom('delivery_attempts').select('n').where('endpoint_id', '=', endpoint.id).execute(), []);
+    assert.deepEqual(await db.selectFrom('jobs').select('id').where('lane', '=', endpoint.id).execute(), []);
+    assert.deepEqual(await db.selectFrom('job_lanes').select('lane').where('lane', '=', endpoint.id).execute(), []);
+  });
+
+  test('a delivery deleted in any way takes its attempt log with it', async () => {
+    const hook = await receiver();
+    const owner = await registerUser(ctx);
+    const endpoint = await createEndpoint(ctx, owner, { url: hook.url });
+    await emit(ctx, owner.id, 'machine.created');
+    const { db } = ctx.app.deps;
+    const delivery = await eventually(async () => (await deliveriesOf(ctx, owner, endpoint.id)).find((d) => d.status === 'delivered'));
+    assert.equal((await db.selectFrom('delivery_attempts').select('n').where('delivery_id', '=', delivery.id).execute()).length, 1);
+    const others = (await db.selectFrom('delivery_attempts').select('delivery_id').where('delivery_id', '!=', delivery.id).execute()).length;
+    await db.deleteFrom('deliveries').where('id', '=', delivery.id).execute();
+    assert.deepEqual(await db.selectFrom('delivery_attempts').select('n').where('delivery_id', '=', delivery.id).execute(), []);
+    assert.equal((await db.selectFrom('delivery_attempts').select('delivery_id').where('delivery_id', '!=', delivery.id).execute()).length, others, 'no other log touched');
+  });
+
   // Regression: an endpoint deleted between an emit's read of the endpoints and its insert failed the emitting transaction (a foreign key violation).
   test('an endpoint deleted while an event is being emitted waits for it, then takes its delivery along', async () => {
     const owner = await registerUser(ctx);
