@@ -156,8 +156,9 @@ function attemptRow(a: AttemptRecord): AttemptRow {
 /** The statements of recordAttempts for a batch of `size`: one on PostgreSQL (whatever the size), two on SQLite. */
 function attemptStatements(dialect: DialectName, size: number): string[] {
   const build = () => {
-    const { select, keys } = batchSelect(dialect, ATTEMPT_COLUMNS, size, placeholders(dialect));
-    const update = `update deliveries set ${OUTCOME_COLUMNS.map((name) => `${name} = v.${name}`).join(', ')}, attempts = deliveries.attempts + 1 from v where ${joinsBatch(dialect, 'deliveries', 'id', keys)}`;
+    const { select } = batchSelect(dialect, ATTEMPT_COLUMNS, size, placeholders(dialect));
+    // The keys read from `v`, which PostgreSQL builds once (it is named twice), rather than from the parameter: one parse of the batch's JSON.
+    const update = `update deliveries set ${OUTCOME_COLUMNS.map((name) => `${name} = v.${name}`).join(', ')}, attempts = deliveries.attempts + 1 from v where ${joinsBatch(dialect, 'deliveries', 'id', 'array(select id from v)')}`;
     // Each entry of the attempt log is numbered with its delivery's attempt count as just updated.
     const log = (updated: string) =>
       `insert into delivery_attempts (n, delivery_id, endpoint_id, at, ok, status, duration_ms, error, body) select d.attempts, v.id, v.endpoint_id, v.last_attempt_at, v.ok, v.last_status, v.last_duration_ms, v.last_error, v.last_body from v join ${updated} d on d.id = v.id`;
