@@ -1,8 +1,9 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { connectDatabase } from '../../src/db/connect.ts';
+import type { DB } from '../../src/db/database.ts';
 import { migrateTo, migrateToLatest } from '../../src/db/migrate.ts';
 import { findUnqueued } from '../../src/event-webhooks/deliveries.repository.ts';
 import { createTestApp, registerUser } from '../support/app.ts';
@@ -51,11 +52,21 @@ test('introspection reads only our own schema, so another schema dropped meanwhi
   }
 });
 
-test('0009: a recovered delivery still waiting for its lane keeps waiting, for the feeder to find, and nothing else does', async () => {
+/** A fresh database migrated up to `migration` for `body`, which writes what it had and migrates on; dropped after. */
+async function fromMigration(migration: string, body: (db: Kysely<DB>) => Promise<void>): Promise<void> {
   const database = await freshDatabase();
   const db = connectDatabase(database.url, { schema: database.schema });
   try {
-    await migrateTo(db, '0008_oauth');
+    await migrateTo(db, migration);
+    await body(db);
+  } finally {
+    await db.destroy();
+    await database.drop();
+  }
+}
+
+test('0009: a recovered delivery still waiting for its lane keeps waiting, for the feeder to find, and nothing else does', async () => {
+  await fromMigration('0008_oauth', async (db) => {
     const now = Date.now();
     await sql`insert into accounts (id, email, name, password_hash, email_verified_at, created_at, updated_at) values ('acct_1', 'a@example.com', 'a', 'x', null, ${now}, ${now})`.execute(db);
     await sql`insert into event_endpoints (id, account_id, url, description, events, secret, enabled, created_at, updated_at) values ('ep_1', 'acct_1', 'https://example.com/hook', '', '["*"]', 'whsec_x', 1, ${now}, ${now})`.execute(db);
@@ -68,17 +79,11 @@ test('0009: a recovered delivery still waiting for its lane keeps waiting, for t
     await migrateToLatest(db);
     const waiting = await findUnqueued(db, 'ep_1', 10);
     assert.deepEqual(waiting.map((delivery) => delivery.deliveryId), ['dlv_1']);
-  } finally {
-    await db.destroy();
-    await database.drop();
-  }
+  });
 });
 
 test('0010: what was stored is kept; a delivery keeps its attempt log and is of its endpoint\'s account', async () => {
-  const database = await freshDatabase();
-  const db = connectDatabase(database.url, { schema: database.schema });
-  try {
-    await migrateTo(db, '0009_deliveries_in_place');
+  await fromMigration('0009_deliveries_in_place', async (db) => {
     const now = Date.now();
     await sql`insert into accounts (id, email, name, password_hash, email_verified_at, created_at, updated_at) values ('acct_1', 'a@example.com', 'a', 'x', null, ${now}, ${now}), ('acct_2', 'b@example.com', 'b', 'x', null, ${now}, ${now})`.execute(db);
     await sql`insert into event_endpoints (id, account_id, url, description, events, secret, enabled, created_at, updated_at) values ('ep_1', 'acct_1', 'https://example.com/hook', '', '["*"]', 'whsec_x', 1, ${now}, ${now})`.execute(db);
@@ -100,8 +105,5 @@ test('0010: what was stored is kept; a delivery keeps its attempt log and is of 
     }
     await sql`delete from deliveries where id = 'dlv_1'`.execute(db);
     assert.equal(await count('delivery_attempts'), 0, 'the attempt log went with its delivery');
-  } finally {
-    await db.destroy();
-    await database.drop();
-  }
+  });
 });
