@@ -132,8 +132,6 @@ export async function insertAll(db: Kysely<DB>, inserts: readonly AnyRows[]): Pr
   const nonEmpty = inserts.filter((insert) => insert.rows.length > 0);
   if (nonEmpty.length === 0) return;
   const dialect = dialectOf(db);
-  let shape = dialect;
-  for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)}`;
   if (dialect === 'sqlite' || nonEmpty.length === 1) {
     for (const insert of nonEmpty) {
       const text = kept(`insert;${insert.table}:${columnListId(insert.columns)}${sizeKey(dialect, insert.rows.length)};${dialect}`, () => insertText(dialect, insert, placeholders(dialect)));
@@ -143,7 +141,9 @@ export async function insertAll(db: Kysely<DB>, inserts: readonly AnyRows[]): Pr
     }
     return;
   }
-  const text = kept(`insert${shape}`, () => {
+  let shape = dialect;
+  for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)}`;
+  const text = kept(`insert;${shape}`, () => {
     const next = placeholders(dialect);
     const ctes = nonEmpty.slice(0, -1).map((insert, i) => `w${i} as (${insertText(dialect, insert, next)})`);
     return `with ${ctes.join(', ')} ${insertText(dialect, nonEmpty.at(-1)!, next)}`;
@@ -163,6 +163,12 @@ export interface Source {
   name: string;
   text(dialect: DialectName, param: (type: ColumnType) => string): string;
   values(dialect: DialectName): unknown[];
+  /**
+   * SQLite, where the source's rows come back to this process before they are
+   * written: the rows as the inserts take them, from the rows `text` read
+   * (what SQL would compute per row can be plain JavaScript here). As read if absent.
+   */
+  finish?(rows: Array<Record<string, unknown>>): Array<Record<string, unknown>>;
 }
 
 /** Rows like `template`, one per row of the source, each with the columns of `taken` read from the source row's named column instead. */
@@ -182,11 +188,24 @@ function insertEachText(insert: AnyRowsPerSourceRow, next: (type: ColumnType) =>
   return `insert into ${quoted(insert.table)} (${insert.columns.map(([name]) => quoted(name)).join(', ')}) select ${expressions.join(', ')} from source`;
 }
 
-/** The row `insert` writes for one row of the source. */
-function rowFor(insert: AnyRowsPerSourceRow, sourceRow: Record<string, unknown>): Record<string, unknown> {
-  const row: Record<string, unknown> = { ...(insert.template as unknown as Record<string, unknown>) };
-  for (const [column, from] of Object.entries(insert.taken as Record<string, string>)) row[column] = sourceRow[from];
-  return row;
+/** The rows `insert` writes, one per row of the source. */
+function rowsFor(insert: AnyRowsPerSourceRow, sourceRows: ReadonlyArray<Record<string, unknown>>): Array<Record<string, unknown>> {
+  const template = insert.template as unknown as Record<string, unknown>;
+  const taken = Object.entries(insert.taken as Record<string, string>);
+  return sourceRows.map((sourceRow) => {
+    const row: Record<string, unknown> = { ...template };
+    for (const [column, from] of taken) row[column] = sourceRow[from];
+    return row;
+  });
+}
+
+/** The named columns of each row. */
+function pick(rows: ReadonlyArray<Record<string, unknown>>, names: readonly string[]): Array<Record<string, unknown>> {
+  return rows.map((row) => {
+    const picked: Record<string, unknown> = {};
+    for (const name of names) picked[name] = row[name];
+    return picked;
+  });
 }
 
 function pushTemplateValues(values: unknown[], insert: AnyRowsPerSourceRow): void {
@@ -211,19 +230,19 @@ export async function insertEach<Result>(
 ): Promise<Result[]> {
   const dialect = dialectOf(db);
   const nonEmpty = fixed.filter((insert) => insert.rows.length > 0);
-  let shape = `each;${source.name};${dialect};${returning.join(',')}`;
-  for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)}`;
-  for (const { table, columns, taken } of each) shape += `;${table}:${columnListId(columns)}<${Object.entries(taken).join(',')}`;
   const sourceValues = source.values(dialect);
   if (dialect === 'sqlite') {
     // Statements cost no round trip here: the source is read once, and its rows written as plain rows.
-    const text = kept(`${shape};source`, () => source.text(dialect, placeholders(dialect)));
-    const chosen = (await db.executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, sourceValues))).rows;
-    const built = each.map((insert) => ({ ...insert, rows: chosen.map((row) => rowFor(insert, row)) }) as unknown as AnyRows);
+    const text = kept(`source;${source.name};sqlite`, () => source.text(dialect, placeholders(dialect)));
+    const read = (await db.executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, sourceValues))).rows as Array<Record<string, unknown>>;
+    const chosen = source.finish === undefined ? read : source.finish(read);
+    const built = each.map((insert) => ({ ...insert, rows: rowsFor(insert, chosen) }) as unknown as AnyRows);
     await insertAll(db, [...nonEmpty, ...built]);
-    const last = built.at(-1)!.rows as unknown as Array<Record<string, unknown>>;
-    return last.map((row) => Object.fromEntries(returning.map((name) => [name, row[name]])) as Result);
+    return pick(built.at(-1)!.rows as unknown as Array<Record<string, unknown>>, returning) as Result[];
   }
+  let shape = `each;${source.name};${dialect};${returning.join(',')}`;
+  for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)}`;
+  for (const { table, columns, taken } of each) shape += `;${table}:${columnListId(columns)}<${Object.entries(taken).join(',')}`;
   const text = kept(shape, () => {
     const next = placeholders(dialect);
     const ctes = [`source as (${source.text(dialect, next)})`];

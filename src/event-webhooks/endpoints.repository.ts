@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
-import { dialectOf, type DialectName } from '../db/connect.ts';
+import { dialectOf } from '../db/connect.ts';
 import { isOneOf, type Source } from '../db/batch.ts';
 import { toIso } from '../shared/clock.ts';
 import type { EventEndpointsTable } from './event-webhooks.tables.ts';
@@ -91,31 +91,29 @@ export function subscribes(events: readonly string[], type: string): boolean {
   return events.includes('*') || events.includes(type);
 }
 
-/** The same rule in SQL, for a statement that chooses the endpoints itself: the `events` column subscribes to the type `type` stands for. */
-function subscribesInSql(dialect: DialectName, type: string): string {
-  // One parse of the column per endpoint: `?|` is true when any of the strings is an element of the array.
-  return dialect === 'postgres' ? `events::jsonb ?| array[${type}, '*']` : `exists (select 1 from json_each(events) where value in (${type}, '*'))`;
-}
-
 /**
  * The account's enabled endpoints that want this event type, as of this
  * transaction, as the rows of a write (db/batch.ts's Source): `lane`, the
- * endpoint, and `id`, its delivery's (the n-th of `ids`, in endpoint order;
- * an account has at most MAX_ENDPOINTS_PER_ACCOUNT endpoints). On PostgreSQL
- * they are locked as the deliveries' foreign key would lock them, when they
- * are chosen: a delete of one of them waits for this transaction (and then
- * cancels its delivery) instead of failing it, and a pause waits too (its
- * lane is open until this commits). SQLite writers already run one at a time.
+ * endpoint, and `id`, its delivery's (from `newDeliveryId`, in endpoint
+ * order; an account has at most `most` endpoints). On PostgreSQL
+ * the statement that writes the deliveries chooses them, with the rule of
+ * `subscribes` in SQL, and locks them as the deliveries' foreign key would: a
+ * delete of one of them waits for this transaction (and then cancels its
+ * delivery) instead of failing it, and a pause waits too (its lane is open
+ * until this commits). On SQLite, whose writers already run one at a time,
+ * the account's endpoints are read and `subscribes` itself chooses.
  */
-export function subscribedEndpoints(accountId: string, type: string, ids: readonly string[]): Source {
+export function subscribedEndpoints(accountId: string, type: string, newDeliveryId: () => string, most: number): Source {
   return {
     name: 'subscribed-endpoints',
-    text: (dialect, param) => {
-      const nth = dialect === 'postgres' ? `(${param('text')}::text[])[row_number() over (order by e.id)]` : `json_extract(${param('text')}, '$[' || (row_number() over (order by e.id) - 1) || ']')`;
-      const lock = dialect === 'postgres' ? ' for key share' : '';
-      return `select e.id as lane, ${nth} as id from (select id from event_endpoints where account_id = ${param('text')} and enabled = 1 and ${subscribesInSql(dialect, param('text'))}${lock}) as e`;
-    },
-    values: (dialect) => [dialect === 'postgres' ? ids : JSON.stringify(ids), accountId, type],
+    text: (dialect, param) =>
+      dialect === 'postgres'
+        ? // One parse of the column per endpoint: `?|` is true when any of the strings is an element of the array.
+          `select e.id as lane, (${param('text')}::text[])[row_number() over (order by e.id)] as id from (select id from event_endpoints where account_id = ${param('text')} and enabled = 1 and events::jsonb ?| array[${param('text')}, '*'] for key share) as e`
+        : `select id, events from event_endpoints where account_id = ${param('text')} and enabled = 1 order by id`,
+    // PostgreSQL takes an id for each endpoint the account may have, and uses as many as it chooses endpoints.
+    values: (dialect) => (dialect === 'postgres' ? [Array.from({ length: most }, newDeliveryId), accountId, type] : [accountId]),
+    finish: (rows) => rows.filter((row) => subscribes(JSON.parse(row.events as string) as string[], type)).map((row) => ({ lane: row.id, id: newDeliveryId() })),
   };
 }
 

@@ -12,17 +12,16 @@ import { MAX_ENDPOINTS_PER_ACCOUNT } from './endpoints.service.ts';
  * The outbox: stores the event, and a delivery (with its job) for every
  * endpoint of the account that is enabled and subscribed right now, inside
  * the caller's transaction, so the event and its deliveries exist if and only
- * if the change that caused them does. The database chooses the endpoints as
- * it writes (one statement on PostgreSQL); the first attempts start as soon
- * as the transaction commits.
+ * if the change that caused them does. The endpoints are chosen as the event
+ * is written (on PostgreSQL by the statement that writes it); the first
+ * attempts start as soon as the transaction commits.
  */
 export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<EventEnvelope> {
   const now = deps.clock.now();
   const envelope = newEnvelope(event.type, event.data, now);
   const row = eventRow(event.accountId, envelope, now);
-  // One id ready for each endpoint the account may have; the database takes as many as it chooses endpoints.
-  const deliveryIds = Array.from({ length: MAX_ENDPOINTS_PER_ACCOUNT }, () => newId('dlv', now));
-  await deps.jobs.enqueueEach(tx, deliveryJob, subscribedEndpoints(event.accountId, event.type, deliveryIds), {}, {
+  const chosen = subscribedEndpoints(event.accountId, event.type, () => newId('dlv', now), MAX_ENDPOINTS_PER_ACCOUNT);
+  await deps.jobs.enqueueEach(tx, deliveryJob, chosen, {}, {
     alongside: { fixed: [eventRows(row)], each: [deliveriesEach(newDeliveryRow(now, event.accountId, '', envelope))] },
     workOf: (deliveryId) => ({ deliveryId, eventType: envelope.type, payload: row.payload }),
   });

@@ -11,10 +11,10 @@ import { createTestApp, registerUser, type TestContext } from '../support/app.ts
 import { onPostgres, recordingStatements } from '../support/database.ts';
 
 /**
- * The outbox lets the database choose the endpoints an event goes to as it
- * writes the deliveries (src/event-webhooks/outbox.ts): the rule it applies
- * in SQL must be the rule of subscribes(), on both engines, and every
- * delivery must come with its job.
+ * The outbox chooses the endpoints an event goes to as it writes the
+ * deliveries (src/event-webhooks/outbox.ts), on PostgreSQL in the SQL of
+ * that statement: the rule it applies must be the rule of subscribes(), on
+ * both engines, and every delivery must come with its job.
  */
 describe('the outbox', () => {
   let ctx: TestContext;
