@@ -28,11 +28,16 @@ export interface EndpointTarget {
   failingSince: number | null;
 }
 
+/** The event types an endpoint's stored `events` column subscribes to (a JSON array). */
+export function eventsOf(column: string): string[] {
+  return JSON.parse(column) as string[];
+}
+
 export function toEndpoint(row: EventEndpointsTable): Endpoint {
   return {
     id: row.id,
     url: row.url,
-    events: JSON.parse(row.events) as string[],
+    events: eventsOf(row.events),
     description: row.description,
     enabled: row.enabled === 1,
     disabledReason: row.disabled_reason === 'failing' ? 'failing' : null,
@@ -113,7 +118,7 @@ export function subscribedEndpoints(accountId: string, type: string, newDelivery
         : `select id, events from event_endpoints where account_id = ${param('text')} and enabled = 1 order by id`,
     // PostgreSQL takes an id for each endpoint the account may have, and uses as many as it chooses endpoints.
     values: (dialect) => (dialect === 'postgres' ? [Array.from({ length: most }, newDeliveryId), accountId, type] : [accountId]),
-    finish: (rows) => rows.filter((row) => subscribes(JSON.parse(row.events as string) as string[], type)).map((row) => ({ lane: row.id, id: newDeliveryId() })),
+    finish: (rows) => rows.filter((row) => subscribes(eventsOf(row.events as string), type)).map((row) => ({ lane: row.id, id: newDeliveryId() })),
   };
 }
 

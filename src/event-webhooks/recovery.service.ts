@@ -5,7 +5,7 @@ import { eventIdsInWindow, findEventRow } from '../events/events.repository.ts';
 import { invalidRequest, notFound } from '../http/errors.ts';
 import { idBoundAt } from '../shared/ids.ts';
 import { eventsWithDelivery, insertMissingDeliveries, newDeliveryRow, reopenFailed } from './deliveries.repository.ts';
-import { findEndpointRow, subscribes } from './endpoints.repository.ts';
+import { eventsOf, findEndpointRow, subscribes } from './endpoints.repository.ts';
 import { feedJob } from './recovery.job.ts';
 
 export interface Window {
@@ -72,7 +72,7 @@ export async function recoverFailed(deps: Deps, accountId: string, endpointId: s
 export async function replayMissing(deps: Deps, accountId: string, endpointId: string, window: Window): Promise<{ count: number }> {
   const { from, to } = windowOf(deps, window);
   const endpoint = await endpointOf(deps, accountId, endpointId);
-  const subscribed = JSON.parse(endpoint.events) as string[];
+  const subscribed = eventsOf(endpoint.events);
   // webhook.test is never replayed: only the catalogue's types.
   const types = ALL_EVENT_TYPES.filter((type) => subscribes(subscribed, type));
   const fromId = idBoundAt('evt', from);
