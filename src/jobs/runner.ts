@@ -574,8 +574,9 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
       const deadline = performance.now() + graceMs;
       while ((inFlight.size > 0 || filling.size > 0 || polling !== null) && performance.now() < deadline) {
         let timer: NodeJS.Timeout | undefined;
-        const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadline - performance.now())));
-        await Promise.race([Promise.allSettled([...inFlight, ...filling, ...(polling ? [polling] : [])]), grace]);
+        // Without a grace (Infinity), no timer: setTimeout would take Infinity for 1 ms and spin this loop.
+        const grace = Number.isFinite(graceMs) ? [new Promise<void>((resolve) => (timer = setTimeout(resolve, deadline - performance.now())))] : [];
+        await Promise.race([Promise.allSettled([...inFlight, ...filling, ...(polling ? [polling] : [])]), ...grace]);
         clearTimeout(timer);
       }
       while (settling !== null) await settling;

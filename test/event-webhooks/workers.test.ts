@@ -123,11 +123,16 @@ describe('a worker that stops', () => {
     const leased = await deps.db.selectFrom('jobs').select('id').where('locked_by', '=', worker.id).execute();
     assert.equal(leased.length, 5, 'the claim ran');
 
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
     const stopped = worker.stop().then(() => 'stopped');
     const early = await Promise.race([stopped, new Promise((resolve) => setTimeout(() => resolve('waiting'), 100))]);
     assert.equal(early, 'waiting', 'stop returned while a claim was under way');
     releaseClaim();
     assert.equal(await stopped, 'stopped');
+    process.off('warning', onWarning);
+    assert.deepEqual(warnings, [], 'stop without a grace waits without a timer (Infinity would be 1 ms, over and over)');
 
     const rows = await deps.db.selectFrom('deliveries').select(['attempts', 'status']).execute();
     assert.deepEqual(rows.map((row) => [row.attempts, row.status]), Array(5).fill([0, 'pending']));
