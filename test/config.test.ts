@@ -55,7 +55,7 @@ describe('loadConfig', () => {
         paymentProvider: 'simulated',
       },
       mcp: { toolCallsPerMinute: 600 },
-      performance: { pgPreparedStatements: true, pgPipelinedBegin: true, sqliteGroupCommit: true, jobsHandover: true },
+      performance: { pgPreparedStatements: true, pgPipelinedBegin: true, sqliteGroupCommit: true, jobsHandover: true, webhookSenderThread: true },
       passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
     });
     assert.deepEqual(DEFAULT_PASSWORD_HASH_COST, { memoryKiB: 19 * 1024, passes: 2, parallelism: 1 });
@@ -79,14 +79,20 @@ describe('loadConfig', () => {
     }
   });
 
-  test('the speed options PG_PREPARED_STATEMENTS, SQLITE_GROUP_COMMIT and JOBS_HANDOVER: on by default, each a switch', () => {
-    assert.deepEqual(loadConfig({ PG_PREPARED_STATEMENTS: 'off', PG_PIPELINED_BEGIN: 'false', SQLITE_GROUP_COMMIT: 'no', JOBS_HANDOVER: '0' }).performance, {
+  test('the speed options PG_PREPARED_STATEMENTS, SQLITE_GROUP_COMMIT, JOBS_HANDOVER and WEBHOOK_SENDER_THREAD: each a switch', () => {
+    assert.deepEqual(loadConfig({ PG_PREPARED_STATEMENTS: 'off', PG_PIPELINED_BEGIN: 'false', SQLITE_GROUP_COMMIT: 'no', JOBS_HANDOVER: '0', WEBHOOK_SENDER_THREAD: 'off' }).performance, {
       pgPreparedStatements: false,
       pgPipelinedBegin: false,
       sqliteGroupCommit: false,
       jobsHandover: false,
+      webhookSenderThread: false,
     });
-    for (const variable of ['PG_PREPARED_STATEMENTS', 'PG_PIPELINED_BEGIN', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER']) {
+    const postgres = 'postgres://postgres@127.0.0.1:5432/test';
+    assert.equal(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).performance.webhookSenderThread, true, 'on by default with SQLite');
+    assert.equal(loadConfig({ DATABASE_URL: postgres }).performance.webhookSenderThread, false, 'off by default with PostgreSQL');
+    assert.equal(loadConfig({ DATABASE_URL: postgres, WEBHOOK_SENDER_THREAD: 'on' }).performance.webhookSenderThread, true);
+    assert.equal(loadConfig({ DATABASE_URL: postgres }).performance.jobsHandover, true, 'the others are on with either engine');
+    for (const variable of ['PG_PREPARED_STATEMENTS', 'PG_PIPELINED_BEGIN', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER', 'WEBHOOK_SENDER_THREAD']) {
       assert.throws(() => loadConfig({ [variable]: 'fast' }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `));
     }
   });

@@ -12,6 +12,7 @@ import { endpointHealthMailKinds, healthCheck } from './health.job.ts';
 import { historyRoutes } from './history.routes.ts';
 import { feedKind } from './recovery.job.ts';
 import { createSender } from './sender.ts';
+import { createThreadSender } from './thread-sender.ts';
 import type { ResolveAll } from './targets.ts';
 
 export interface EventWebhooksOptions {
@@ -30,7 +31,8 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
   async (app, options) => {
     const { deps } = app;
     const config: WebhookConfig = deps.config.webhook;
-    const sender = createSender(config, options.resolveAll);
+    // A resolver given in code is a function, which cannot cross to another thread: its attempts stay on this one.
+    const sender = deps.config.performance.webhookSenderThread && options.resolveAll === undefined ? createThreadSender(config, deps.logger, { startNow: deps.config.role !== 'api' }) : createSender(config, options.resolveAll);
     const metrics = createDeliveryMetrics(app.metrics.registry, () => deps.jobs.count(deliveryJob));
     const kind = createDeliveryKind(
       {

@@ -86,7 +86,8 @@ function storable(text: string | null): string | null {
   return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
 }
 
-function failedBeforeSending(error: string): AttemptResult {
+/** An attempt that failed before anything was sent (a refused target, a stopped sending thread). */
+export function failedBeforeSending(error: string): AttemptResult {
   return { ok: false, status: null, body: null, error: storable(error), durationMs: 0 };
 }
 
