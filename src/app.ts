@@ -71,6 +71,8 @@ export interface BuildOptions {
 const BODY_LIMIT_BYTES = 1024 * 1024;
 /** How soon a process on a shared SQLite file notices another's commit (an endpoint changed, work queued). */
 const OTHER_PROCESSES_WATCH_MS = 25;
+/** Past the jobs runner's grace, what a close hook gets (its settlements, closing the database) before shutdown is called failed. */
+const CLOSE_HOOK_MARGIN_MS = 10_000;
 
 /** Capability tokens travel in these URLs (and in emailed links' `?token=`); they must not travel into logs. */
 const urlForLog = createUrlRedactor([LIVE_VIEW_PATH, INBOUND_WEBHOOK_PATH]);
@@ -88,6 +90,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     // the client would choose its own rate-limit key. (Fastify refuses a bare hop count, hence the function.)
     trustProxy: config.trustProxy ? (_address: string, hop: number) => hop === 0 : false,
     bodyLimit: BODY_LIMIT_BYTES,
+    // Also bounds each close hook: the jobs runner's stop may take the whole grace (a webhook attempt's timeout) and its settlement.
+    pluginTimeout: config.webhook.timeoutMs + CLOSE_HOOK_MARGIN_MS,
     // refuseWhileClosing answers instead, as problem+json.
     return503OnClosing: false,
     forceCloseConnections: 'idle',

@@ -1,7 +1,7 @@
 import type { Deps } from '../deps.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import { jobType, type JobKind, type Outcome } from '../jobs/job-kind.ts';
-import { LONGEST_SEND_MS, type Mailer } from '../mail/mailer.ts';
+import type { Mailer } from '../mail/mailer.ts';
 import { DAY, HOUR } from '../shared/clock.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
 import { resetMailAllowed } from './accounts.limits.ts';
@@ -27,9 +27,6 @@ export const TOKEN_LIFETIME: Record<EmailTokenPurpose, number> = { verify_email:
 /** 5 s doubling to at most an hour, for about a day: then the mail is given up (and logged). */
 export const mailRetryDelay = exponentialBackoff({ firstMs: 5000, maxMs: HOUR, attempts: 35 });
 
-/** Twice the longest send, by the jobs module's rule: a mail whose process dies mid-send waits this long to be taken over. */
-export const MAIL_LEASE_MS = 2 * LONGEST_SEND_MS + 1000;
-
 const SENT: Outcome = { status: 'done' };
 
 async function issueEmailToken(deps: Deps, accountId: string, purpose: EmailTokenPurpose): Promise<string> {
@@ -43,7 +40,6 @@ function mailKind<Payload>(type: ReturnType<typeof jobType<Payload>>, send: (pay
   return {
     type,
     concurrency: 4,
-    leaseMs: MAIL_LEASE_MS,
     retryDelay: mailRetryDelay,
     perform: async (job) => {
       await send(job.payload);

@@ -2,7 +2,7 @@ import type { Deps } from '../deps.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import type { JobKind, JobType, Outcome } from '../jobs/job-kind.ts';
 import type { Recurring } from '../jobs/recurring.ts';
-import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.ts';
+import type { Mailer, MailMessage } from '../mail/mailer.ts';
 import { HOUR, SECOND } from '../shared/clock.ts';
 import { balanceEmptyMailJob, lowBalanceMailJob, meteringPassJob, welcomeCreditMailJob } from './billing.job-types.ts';
 import { balanceEmptyMail, lowBalanceMail, welcomeCreditMail } from './billing.mail.ts';
@@ -21,7 +21,6 @@ function mailKind<Payload extends { accountId: string }>(
   return {
     type,
     concurrency: 4,
-    leaseMs: 2 * LONGEST_SEND_MS + 1000,
     retryDelay: mailRetryDelay,
     perform: async (job) => {
       const holder = await findRecipient(deps.db, job.payload.accountId);
@@ -43,8 +42,6 @@ export function metering(deps: Deps): Recurring {
     type: meteringPassJob,
     intervalMs: interval,
     firstRetryMs: Math.min(interval, 5 * SECOND),
-    // Renewed while the process lives; a dead process's pass is taken over this soon (a pass over 10,000 machines takes well under 2 s).
-    leaseMs: Math.max(10 * SECOND, 4 * interval),
     async run() {
       const started = deps.clock.now();
       await meteringPass(deps, started);

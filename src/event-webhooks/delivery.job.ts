@@ -161,8 +161,6 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
   return {
     type: deliveryJob,
     concurrency: Infinity,
-    // Long enough to wait behind one attempt in the lane and then make one; an attempt starts with at least half of it left.
-    leaseMs: 2 * config.timeoutMs + 1000,
     retryDelay: (failures) => retryDelay(failures, config),
     load: (jobs) => findDeliveriesToSend(db, jobs.map((job) => job.id)),
 
@@ -172,7 +170,7 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
       return { limit: 1, hold: 0, notBefore: lane.lastProbeAt + options.probeIntervalMs };
     },
 
-    async perform(delivery, job) {
+    async perform(delivery, job, signal) {
       const endpointId = job.lane!;
       let target: EndpointTarget | null;
       try {
@@ -185,7 +183,7 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
       if (target === null || !target.enabled) return { sent: false };
       const headers = deliveryHeaders(target.secret, delivery.payload, delivery.eventType, delivery.deliveryId, clock.now());
       const probing = lanes.get(endpointId)?.mode === 'probing';
-      const attempt = await sender.send(target.url, headers, delivery.payload);
+      const attempt = await sender.send(target.url, headers, delivery.payload, signal);
       metrics.observeAttempt(attempt);
       const lane = observe(endpointId, attempt.ok);
       if (probing && lane.mode === 'probing') await failTheRestOfLane(endpointId, lane.failures, attempt);

@@ -5,7 +5,7 @@ import { inTransaction } from '../db/transaction.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import { jobType, type AnyJobKind, type JobKind } from '../jobs/job-kind.ts';
 import type { Recurring } from '../jobs/recurring.ts';
-import { LONGEST_SEND_MS, type Mailer, type MailMessage } from '../mail/mailer.ts';
+import type { Mailer, MailMessage } from '../mail/mailer.ts';
 import { MINUTE, SECOND, toIso } from '../shared/clock.ts';
 import { attemptsBetween } from './deliveries.repository.ts';
 import { endpointDisabledMail, endpointFailingMail, type FailingEndpoint } from './event-webhooks.mail.ts';
@@ -73,7 +73,6 @@ function mailKind(deps: Deps, mailer: Mailer, type: typeof failingMailJob, compo
   return {
     type,
     concurrency: 4,
-    leaseMs: 2 * LONGEST_SEND_MS + 1000,
     // 5 s doubling to at most an hour, for about a day (as account mails are retried).
     retryDelay: exponentialBackoff({ firstMs: 5 * SECOND, maxMs: 60 * MINUTE, attempts: 35 }),
     async perform({ payload }) {

@@ -27,7 +27,6 @@ export function feedKind(deps: Deps): JobKind<{ endpointId: string }> {
   return {
     type: feedJob,
     concurrency: 2,
-    leaseMs: MINUTE,
     retryDelay: exponentialBackoff({ firstMs: 5 * SECOND, maxMs: MINUTE, attempts: Infinity }),
     async perform({ payload: { endpointId } }) {
       if ((await deps.jobs.countInLane(endpointId, FEED_BATCH)) >= FEED_BATCH) return { status: 'later', at: deps.clock.now() + FULL_LANE_WAIT_MS };

@@ -17,7 +17,8 @@ export interface AttemptResult {
 }
 
 export interface Sender {
-  send(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult>;
+  /** One attempt; `signal` ends it early (the process let the delivery go), answered as a failure saying how far it got. */
+  send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<AttemptResult>;
   close(): Promise<void>;
 }
 
@@ -58,7 +59,7 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
     return target;
   };
 
-  function send(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult> {
+  function send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<AttemptResult> {
     return new Promise((resolve) => {
       let target;
       try {
@@ -67,7 +68,8 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
       } catch (error) {
         return resolve(failedBeforeSending(describeFailure(error)));
       }
-      const attempt = new Attempt(config.timeoutMs, resolve);
+      if (signal?.aborted) return resolve(failedBeforeSending(`stopped: ${abortMessage(signal)} (${NOTHING_SENT})`));
+      const attempt = new Attempt(config.timeoutMs, resolve, signal);
       agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { ...headers, 'user-agent': USER_AGENT }, body }, attempt);
     });
   }
@@ -84,6 +86,22 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
 /** Receivers answer anything; PostgreSQL text refuses NUL, and one such answer must not sink the batch it is recorded with. */
 function storable(text: string | null): string | null {
   return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
+}
+
+/**
+ * How far an attempt without an answer got, said in its error wherever the
+ * failure itself does not say it (a refused connection or an unknown host
+ * does): a receiver that never saw an attempt finds it in the log and must be
+ * able to tell why. "Sent" means written to a connection the receiver
+ * accepted (undici writes a request as soon as it has one); whether the
+ * receiver read it, only the receiver knows.
+ */
+const NOTHING_SENT = 'nothing was sent';
+const SENT = 'the request was sent';
+
+/** Why an attempt was let go, from its signal. */
+export function abortMessage(signal: AbortSignal): string {
+  return signal.reason instanceof Error ? signal.reason.message : 'aborted';
 }
 
 /** An attempt that failed before anything was sent (a refused target, a stopped sending thread). */
@@ -103,9 +121,10 @@ export function failedBeforeSending(error: string): AttemptResult {
  */
 class Attempt implements Dispatcher.DispatchHandler {
   readonly #started = performance.now();
-  readonly #timeoutError: string;
+  readonly #timeoutMs: number;
   readonly #resolve: (result: AttemptResult) => void;
   readonly #timer: NodeJS.Timeout;
+  readonly #signal: AbortSignal | undefined;
   #controller: Dispatcher.DispatchController | null = null;
   #status: number | null = null;
   #chunks: Buffer[] = [];
@@ -113,16 +132,19 @@ class Attempt implements Dispatcher.DispatchHandler {
   #timedOut = false;
   #done = false;
 
-  constructor(timeoutMs: number, resolve: (result: AttemptResult) => void) {
-    this.#timeoutError = `no response within ${timeoutMs} ms`;
+  constructor(timeoutMs: number, resolve: (result: AttemptResult) => void, signal: AbortSignal | undefined) {
+    this.#timeoutMs = timeoutMs;
     this.#resolve = resolve;
     this.#timer = setTimeout(() => this.#onTimeout(), timeoutMs);
+    this.#signal = signal;
+    signal?.addEventListener('abort', this.#onAbort, { once: true });
   }
 
+  /** Called once a connection is the request's, just before it is written. */
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
-    // Its time ran out while it waited for a connection: it is not sent at all.
-    if (this.#done) controller.abort(new Error(this.#timeoutError));
+    // Its time ran out (or it was stopped) while it waited for a connection: it is not sent at all.
+    if (this.#done) controller.abort(new Error('too late'));
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
@@ -150,19 +172,33 @@ class Attempt implements Dispatcher.DispatchHandler {
   #onTimeout(): void {
     this.#timedOut = true;
     this.#finish(null, true);
-    this.#controller?.abort(new Error(this.#timeoutError));
+    this.#controller?.abort(new Error('timed out'));
+  }
+
+  readonly #onAbort = (): void => {
+    const reason = new Error(`stopped: ${abortMessage(this.#signal!)}`);
+    this.#finish(reason, true);
+    this.#controller?.abort(reason);
+  };
+
+  /** Why no answer came, and how far the attempt got. */
+  #noAnswer(error: Error | null): string {
+    const connected = this.#controller !== null;
+    if (this.#timedOut) return connected ? `no response within ${this.#timeoutMs} ms (${SENT})` : `no connection within ${this.#timeoutMs} ms (${NOTHING_SENT})`;
+    const why = describeFailure(error);
+    if (connected) return `${why} (${SENT})`;
+    // A failure to connect names its step (refused, unknown host, TLS); a stop does not.
+    return this.#signal?.aborted ? `${why} (${NOTHING_SENT})` : why;
   }
 
   #finish(error: Error | null, cut: boolean): void {
     if (this.#done) return;
     this.#done = true;
     clearTimeout(this.#timer);
+    this.#signal?.removeEventListener('abort', this.#onAbort);
     const durationMs = Math.round(performance.now() - this.#started);
     const status = this.#status;
-    if (status === null) {
-      const why = this.#timedOut ? this.#timeoutError : describeFailure(error);
-      return this.#resolve({ ok: false, status: null, body: null, error: storable(why), durationMs });
-    }
+    if (status === null) return this.#resolve({ ok: false, status: null, body: null, error: storable(this.#noAnswer(error)), durationMs });
     const bytes = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks);
     const text = storable(cut ? new StringDecoder('utf8').write(bytes.subarray(0, RESPONSE_BODY_LIMIT)) : bytes.toString('utf8'));
     this.#chunks = [];

@@ -2,13 +2,15 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Worker } from 'node:worker_threads';
 import { perTurn, startWorkerThread } from '../shared/worker-thread.ts';
 import type { WebhookConfig } from '../config.ts';
-import { failedBeforeSending, type AttemptResult, type Sender } from './sender.ts';
+import { abortMessage, failedBeforeSending, type AttemptResult, type Sender } from './sender.ts';
 
 export type SenderThreadConfig = Pick<WebhookConfig, 'timeoutMs' | 'allowPrivateTargets'>;
 /** One attempt handed to the thread: its number, then send()'s arguments. */
 export type SendRequest = [id: number, url: string, headers: Record<string, string>, body: string];
 /** What became of an attempt: its number and send()'s result. */
 export type SendAnswer = [id: number, result: AttemptResult];
+/** An attempt the service let go (its signal), and why. */
+export type AbortRequest = { abort: number; reason: string };
 
 export interface ThreadSenderOptions {
   /** Start the thread now (a process that makes attempts), not with the first attempt. */
@@ -57,7 +59,7 @@ export function createThreadSender(config: SenderThreadConfig, logger: FastifyBa
     thread.once('exit', (code) => {
       if (worker === thread) worker = null;
       if (!closed) logger.error({ code, attempts: waiting.size }, 'the webhook sending thread stopped; its attempts failed and are retried on their schedule');
-      for (const id of [...waiting.keys()]) settle(id, failedBeforeSending('the sending thread stopped'));
+      for (const id of [...waiting.keys()]) settle(id, failedBeforeSending('the sending thread stopped: whether the request was sent is not known'));
     });
     return thread;
   }
@@ -73,11 +75,15 @@ export function createThreadSender(config: SenderThreadConfig, logger: FastifyBa
   if (startNow) worker = start();
 
   return {
-    send(url, headers, body) {
+    send(url, headers, body, signal) {
       return new Promise((resolve) => {
         const id = nextId++;
         waiting.set(id, resolve);
         outbox.add([id, url, headers, body]);
+        signal?.addEventListener('abort', () => {
+          // Still in this turn's batch, or already with the thread: it answers with how far the attempt got.
+          if (waiting.has(id)) worker?.postMessage({ abort: id, reason: abortMessage(signal) } satisfies AbortRequest);
+        }, { once: true });
       });
     },
     async close() {

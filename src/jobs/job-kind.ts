@@ -1,5 +1,13 @@
 import type { Tx } from '../db/transaction.ts';
 
+/**
+ * How long a job stays leased to a process that stopped renewing it (it died,
+ * or lost the database): another process takes the job over within this and
+ * one poll. Short, since the lease is renewed every quarter of it while the
+ * process lives, however long an attempt takes.
+ */
+export const DEFAULT_LEASE_MS = 8_000;
+
 /** A kind of job as code names it: the name it is stored under, and the type of its payload. */
 export interface JobType<Payload> {
   readonly name: string;
@@ -68,11 +76,12 @@ export interface JobKind<Payload, Work = Job<Payload>, Result = Outcome> {
   readonly concurrency: number;
   /**
    * How long a process holds a job before another may take it over (its
-   * lease): renewed while the process lives, and at least half of it left
-   * when an attempt starts. An attempt should end within half a lease, so that
-   * it ends before any other process could start the same job.
+   * lease; DEFAULT_LEASE_MS unless a test says otherwise). The runner renews
+   * it while the process lives, so an attempt may take longer than a lease;
+   * an attempt whose lease could not be renewed is aborted (its `signal`)
+   * before the lease runs out, so that no two processes run a job at once.
    */
-  readonly leaseMs: number;
+  readonly leaseMs?: number;
   /**
    * After the n-th consecutive failed attempt (n ≥ 1): milliseconds until the
    * next one, or null to give up. The kind's whole retry rule, applied to
@@ -81,8 +90,13 @@ export interface JobKind<Payload, Work = Job<Payload>, Result = Outcome> {
   retryDelay(failures: number): number | null;
   /** Turns claimed jobs into what `perform` needs, reading it in one go; null for a job whose subject is gone (it is dropped). */
   load?(jobs: Job<Payload>[]): Promise<Array<Work | null>>;
-  /** One attempt. A throw is a failed attempt, with the error's message. */
-  perform(work: Work, job: Job<Payload>): Promise<Result>;
+  /**
+   * One attempt. A throw is a failed attempt, with the error's message.
+   * `signal` aborts when this process must let the job go (its lease could
+   * not be renewed, or the process is stopping): an attempt that can stop
+   * should, and answer as it then is (`release` hands the job back).
+   */
+  perform(work: Work, job: Job<Payload>, signal: AbortSignal): Promise<Result>;
   /** The outcome of a result; by default the result is the outcome. */
   outcomeOf?(result: Result): Outcome;
   /**

@@ -1,5 +1,5 @@
 import type { Tx } from '../db/tx.ts';
-import { MINUTE, type Clock } from '../shared/clock.ts';
+import type { Clock } from '../shared/clock.ts';
 import { exponentialBackoff } from './backoff.ts';
 import type { JobKind, JobType } from './job-kind.ts';
 import type { Queue } from './queue.ts';
@@ -17,8 +17,6 @@ export interface Recurring {
   /** The time between runs: the next is due this long after a run ends, unless `run` says otherwise. */
   intervalMs: number;
   firstRetryMs: number;
-  /** How long a run may take before another process may take the job over; default 5 minutes. */
-  leaseMs?: number;
   /** One run; answers when the next is due, if not one interval after this one ends. */
   run(): Promise<number | void>;
 }
@@ -30,7 +28,6 @@ export function recurringKind(clock: Clock, recurring: Recurring): JobKind<Recor
   return {
     type: recurring.type,
     concurrency: 1,
-    leaseMs: recurring.leaseMs ?? 5 * MINUTE,
     retryDelay: exponentialBackoff({ firstMs: recurring.firstRetryMs, maxMs: recurring.intervalMs, attempts: Infinity }),
     async perform() {
       const next = await recurring.run();

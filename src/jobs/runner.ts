@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
-import type { AnyJobKind, Attempt, Job, LaneAdmission, Outcome, Settlement } from './job-kind.ts';
+import { DEFAULT_LEASE_MS, type AnyJobKind, type Attempt, type Job, type LaneAdmission, type Outcome, type Settlement } from './job-kind.ts';
 import { claimJobs } from './sql/claimJobs.ts';
 import { completeJobs } from './sql/completeJobs.ts';
 import { dueKinds } from './sql/dueKinds.ts';
@@ -34,6 +34,13 @@ export interface RunnerDeps {
 interface Held {
   job: Job<unknown>;
   work: unknown;
+}
+
+/** A job this runner holds the lease of, and the way to let its attempt go, while one runs. */
+interface Lease {
+  kind: Kind;
+  job: Job<unknown>;
+  attempt: AbortController | null;
 }
 
 interface Kind {
@@ -98,8 +105,9 @@ export interface Runner {
   /**
    * Takes nothing more, lets attempts in flight finish (for at most `graceMs`)
    * and settles them, and gives back the jobs it held unstarted. An attempt
-   * still running after the grace keeps its lease: once that runs out, another
-   * process takes the job up.
+   * still running after the grace is aborted (its signal) and given a moment
+   * to answer; one that ignores that keeps its lease, and once that runs out
+   * another process takes the job up.
    */
   stop(graceMs?: number): Promise<void>;
   /** Runs what is due now, and what that makes due now, until nothing is (tests). */
@@ -107,6 +115,14 @@ export interface Runner {
 }
 
 const WAKE_GRANULARITY_MS = 10;
+/** An attempt whose lease would run out sooner than the next heartbeat and this is let go: the lease must not run out while it still runs. */
+const LEASE_MARGIN_MS = 1000;
+/** How long before the end of stop()'s grace attempts still running are aborted, to answer in what is left of it. */
+const ABORTED_ANSWER_MS = 1000;
+
+const leaseLost = () => new Error('this process no longer holds the job: another process may take it over');
+const leaseRunningOut = () => new Error('this process could not renew its lease on the job in time');
+const stoppingNow = () => new Error('this process is stopping');
 
 const errorMessage = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
@@ -122,7 +138,8 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
    * then, and a claim that finds one again (its lease looked out of date) must
    * not run it twice.
    */
-  const holding = new Map<string, Kind>();
+  const holding = new Map<string, Lease>();
+  const hold = (kind: Kind, job: Job<unknown>) => holding.set(job.id, { kind, job, attempt: null });
   const filling = new Set<Promise<void>>();
   const wakes = new Map<number, Timer>();
   let pending: Pending[] = [];
@@ -190,7 +207,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     const lanesHanded = new Set<Lane>();
     for (const { job, work } of held) {
       const lane = laneOf(kind, job.lane);
-      holding.set(job.id, kind);
+      hold(kind, job);
       lane.queue.push({ job, work });
       lanesHanded.add(lane);
     }
@@ -262,7 +279,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
       const work = works[i];
       if (work === null || work === undefined) gone.push(job.id);
       else {
-        holding.set(job.id, kind);
+        hold(kind, job);
         lane.queue.push({ job, work });
       }
     });
@@ -305,9 +322,12 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     const now = clock.now();
     if (job.leaseUntil - now < kind.leaseMs / 2) {
       // Held in memory long enough for its lease to run short (the heartbeat may have failed): renew it, or leave it to whoever has it now.
-      if ((await extendLeases(db, id, kind.name, now + kind.leaseMs, [job.id])) === 0) return void holding.delete(job.id);
+      if ((await extendLeases(db, id, kind.name, now + kind.leaseMs, [job.id])).length === 0) return void holding.delete(job.id);
       job.leaseUntil = now + kind.leaseMs;
     }
+    const controller = new AbortController();
+    const lease = holding.get(job.id);
+    if (lease !== undefined) lease.attempt = controller;
     // Handed over without what it needs: loaded now, as a claim would have.
     const work = held.work !== undefined ? held.work : kind.kind.load ? (await kind.kind.load([job]))[0] : job;
     if (work === null || work === undefined) {
@@ -318,13 +338,14 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     let outcome: Outcome;
     let hasResult = true;
     try {
-      result = await kind.kind.perform(work, job);
+      result = await kind.kind.perform(work, job, controller.signal);
       outcome = kind.kind.outcomeOf ? kind.kind.outcomeOf(result) : (result as Outcome);
     } catch (err) {
       hasResult = false;
       logger.warn({ err, kind: kind.name, jobId: job.id, attempts: job.attempts + 1 }, 'a job attempt failed');
       outcome = { status: 'failed', error: errorMessage(err) };
     }
+    if (lease !== undefined) lease.attempt = null;
     const at = clock.now();
     const settlement = settle(kind, job, outcome, at);
     queueSettlement({ kind, attempt: { job, result, settlement, at }, hasResult });
@@ -433,7 +454,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     const held = lanes.get(laneKey(kindName, laneName))?.queue.splice(0, limit).map(({ job }) => job) ?? [];
     const rows = held.length < limit ? await claimJobs(db, { kind: kindName, lane: laneName, runner: id, now, leaseUntil: now + kind.leaseMs, limit: limit - held.length }) : [];
     const claimed = rows.filter((row) => !holding.has(row.id)).map((row) => toJob<unknown>(row));
-    for (const job of claimed) holding.set(job.id, kind);
+    for (const job of claimed) hold(kind, job);
     const jobs = [...held, ...claimed];
     let gaveUp = 0;
     const batch = jobs.map((job): Pending => {
@@ -505,20 +526,54 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     return polling;
   }
 
-  /** Renews the leases of every job this runner holds (queued, in flight, or waiting for its settlement), a third of a lease before they would run out. */
+  /**
+   * Renews the leases of every job this runner holds (queued, in flight, or
+   * waiting for its settlement), every quarter of a lease. An attempt whose
+   * job another process holds now, or whose lease could not be renewed and
+   * would run out before the next heartbeat, is aborted: never two processes
+   * at once on one job.
+   */
   async function heartbeat(): Promise<void> {
     const now = clock.now();
-    for (const kind of new Set(holding.values())) {
+    const byKind = new Map<Kind, Lease[]>();
+    for (const lease of holding.values()) {
+      const leases = byKind.get(lease.kind) ?? [];
+      leases.push(lease);
+      byKind.set(lease.kind, leases);
+    }
+    for (const [kind, leases] of byKind) {
+      const until = now + kind.leaseMs;
       try {
-        await extendLeases(db, id, kind.name, now + kind.leaseMs);
+        const renewed = new Set(await extendLeases(db, id, kind.name, until));
+        for (const lease of leases) {
+          if (renewed.has(lease.job.id)) lease.job.leaseUntil = until;
+          // Held before this renewal began, and not renewed: settled meanwhile, or taken over after a stall.
+          else if (lease.job.leaseUntil < until) lease.attempt?.abort(leaseLost());
+        }
       } catch (err) {
-        logger.error({ err, kind: kind.name }, 'could not renew job leases; attempts check their own before they start');
+        logger.error({ err, kind: kind.name }, 'could not renew job leases; attempts whose lease would run out are aborted');
       }
+    }
+    const soonest = clock.now() + heartbeatInterval() + LEASE_MARGIN_MS;
+    for (const lease of holding.values()) {
+      if (lease.attempt !== null && lease.job.leaseUntil < soonest) lease.attempt.abort(leaseRunningOut());
     }
   }
 
   function heartbeatInterval(): number {
-    return Math.min(...[...kinds.values()].map((kind) => kind.leaseMs)) / 3;
+    return Math.min(...[...kinds.values()].map((kind) => kind.leaseMs)) / 4;
+  }
+
+  /** Waits until no attempt is in flight (nor a claim or a poll, with `claims`), or until `until` (performance.now(); Infinity: no timer at all). */
+  async function attemptsEnded(until: number, claims: boolean): Promise<void> {
+    const busy = () => inFlight.size > 0 || (claims && (filling.size > 0 || polling !== null));
+    while (busy() && performance.now() < until) {
+      let timer: NodeJS.Timeout | undefined;
+      // setTimeout would take Infinity for 1 ms and spin this loop.
+      const limit = Number.isFinite(until) ? [new Promise<void>((resolve) => (timer = setTimeout(resolve, until - performance.now())))] : [];
+      await Promise.race([Promise.allSettled([...inFlight, ...(claims ? [...filling, ...(polling ? [polling] : [])] : [])]), ...limit]);
+      clearTimeout(timer);
+    }
   }
 
   async function settledNow(): Promise<void> {
@@ -537,7 +592,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     id,
     register(kind) {
       if (kinds.has(kind.type.name)) throw new Error(`job kind ${kind.type.name} is registered twice`);
-      kinds.set(kind.type.name, { kind, name: kind.type.name, leaseMs: kind.leaseMs, inFlight: 0, waiting: new Set() });
+      kinds.set(kind.type.name, { kind, name: kind.type.name, leaseMs: kind.leaseMs ?? DEFAULT_LEASE_MS, inFlight: 0, waiting: new Set() });
     },
     isRegistered: (kind) => kinds.has(kind),
     leaseMs: (kind) => kindOf(kind).leaseMs,
@@ -570,14 +625,13 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
       if (pollSoon !== null) clearImmediate(pollSoon);
       for (const timer of wakes.values()) timer.clear();
       wakes.clear();
-      // Real time: the grace is how long the process may take to exit.
+      // Real time: the grace is how long the process may take to exit. Attempts still running near its end are
+      // aborted, and what they answer within the rest of it is settled.
       const deadline = performance.now() + graceMs;
-      while ((inFlight.size > 0 || filling.size > 0 || polling !== null) && performance.now() < deadline) {
-        let timer: NodeJS.Timeout | undefined;
-        // Without a grace (Infinity), no timer: setTimeout would take Infinity for 1 ms and spin this loop.
-        const grace = Number.isFinite(graceMs) ? [new Promise<void>((resolve) => (timer = setTimeout(resolve, deadline - performance.now())))] : [];
-        await Promise.race([Promise.allSettled([...inFlight, ...filling, ...(polling ? [polling] : [])]), ...grace]);
-        clearTimeout(timer);
+      await attemptsEnded(deadline - Math.min(ABORTED_ANSWER_MS, graceMs / 2), true);
+      if (inFlight.size > 0) {
+        for (const lease of holding.values()) lease.attempt?.abort(stoppingNow());
+        await attemptsEnded(deadline, false);
       }
       while (settling !== null) await settling;
       const unstarted = [...lanes.values()].flatMap((lane) => lane.queue.map(({ job }) => job.id));

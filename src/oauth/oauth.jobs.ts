@@ -2,7 +2,7 @@ import type { Deps } from '../deps.ts';
 import { findAccountById } from '../accounts/accounts.repository.ts';
 import { exponentialBackoff } from '../jobs/backoff.ts';
 import { jobType, type JobKind } from '../jobs/job-kind.ts';
-import { LONGEST_SEND_MS, type Mailer } from '../mail/mailer.ts';
+import type { Mailer } from '../mail/mailer.ts';
 import { HOUR } from '../shared/clock.ts';
 import { applicationConnectedMail } from './oauth.mail.ts';
 
@@ -16,7 +16,6 @@ export function applicationConnectedMailKind(deps: Deps, mailer: Mailer): JobKin
   return {
     type: applicationConnectedMailJob,
     concurrency: 4,
-    leaseMs: 2 * LONGEST_SEND_MS + 1000,
     retryDelay,
     perform: async ({ payload }) => {
       const account = await findAccountById(deps.db, payload.accountId);

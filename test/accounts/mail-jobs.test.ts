@@ -3,7 +3,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { MAIL_LEASE_MS } from '../../src/accounts/accounts.jobs.ts';
+import { DEFAULT_LEASE_MS } from '../../src/jobs/job-kind.ts';
 import { connectDatabase } from '../../src/db/connect.ts';
 import { generateOpaqueToken, hashToken } from '../../src/shared/secrets.ts';
 import { asSession, createTestApp, registerUser, settled, type TestContext } from '../support/app.ts';
@@ -63,7 +63,7 @@ describe('mail is a job: a failing SMTP server is retried, not a mail lost', () 
  * password reset commits: the security notice was enqueued in the reset's own
  * transaction, so the restarted service sends it.
  */
-describe('a mail survives a crash right after its change commits', { timeout: MAIL_LEASE_MS + 90_000 }, () => {
+describe('a mail survives a crash right after its change commits', { timeout: DEFAULT_LEASE_MS + 90_000 }, () => {
   let database: TestDatabase;
   let smtp: SmtpInbox;
   let service: ServiceProcess | undefined;
@@ -105,10 +105,10 @@ describe('a mail survives a crash right after its change commits', { timeout: MA
 
     service = await startServiceProcess({ ...env, SMTP_URL: smtp.url });
     // Killed before its first attempt was settled, the notice's job is still leased to the dead process: the
-    // restarted one takes it over when that lease runs out (a minute for mail), as it would any job.
+    // restarted one takes it over when that lease runs out (DEFAULT_LEASE_MS), as it would any job.
     const notice = await eventually(
       () => smtp.to('crash-reset@example.com').find((mail) => mail.subject === 'Your password was changed'),
-      MAIL_LEASE_MS + 30_000,
+      DEFAULT_LEASE_MS + 30_000,
       'the security notice after the restart',
     );
     assert.match(notice.text, /was reset at/);

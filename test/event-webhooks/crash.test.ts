@@ -31,7 +31,7 @@ describe('crash safety of deliveries', { timeout: 120_000 }, () => {
       MAIL_DIR: join(dir, 'mail'),
       RATE_LIMIT: 'off',
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
-      // A short timeout makes the lease short (2 × timeout + 1 s), so a dead worker's deliveries come back soon.
+      // A short timeout: a dead worker's attempts end soon on the receiver's side too.
       WEBHOOK_TIMEOUT_MS: '1000',
       WEBHOOK_RETRY_DELAYS: '100ms',
       MACHINE_BOOT_MS: '20',

@@ -220,10 +220,10 @@ describe('test operation, retry, cancellation and receiver behaviour', () => {
     assert.equal(inFlight?.status, 'failed');
     assert.equal(inFlight?.nextAttemptAt, null);
     assert.match(String(inFlight?.lastResponse?.error), /interrupted/);
-    assert.deepEqual((await answer).json(), { ok: false, status: null, error: 'no response within 500 ms' });
+    assert.deepEqual((await answer).json(), { ok: false, status: null, error: 'no response within 500 ms (the request was sent)' });
     const [recorded] = await deliveriesOf(ctx, owner, endpoint.id);
     assert.equal(recorded?.attempts, 1);
-    assert.equal(recorded?.lastResponse?.error, 'no response within 500 ms');
+    assert.equal(recorded?.lastResponse?.error, 'no response within 500 ms (the request was sent)');
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(hook.requests.length, 1, 'sent once');
   });

@@ -251,7 +251,7 @@ describe('the jobs module', () => {
       for (let i = 0; i < 100 && handed.attempts.length === 0; i++) await new Promise((resolve) => setImmediate(resolve));
       assert.equal(handed.attempts.length, 1, 'started without waiting for a poll (the next one is an hour away)');
       const [job] = await jobsOf(app, 'test.handover');
-      assert.ok(job?.locked_by !== null && job?.locked_until === app.clock.now() + handed.kind.leaseMs, 'inserted already leased to this process');
+      assert.ok(job?.locked_by !== null && job?.locked_until === app.clock.now() + handed.kind.leaseMs!, 'inserted already leased to this process');
       open();
       await app.app.jobs.drain();
       assert.deepEqual(await jobsOf(app, 'test.handover'), []);
@@ -335,6 +335,92 @@ describe('jobs: a settled attempt is not attempted again', () => {
       assert.equal(kind.attempts.length, 1);
       assert.deepEqual(await jobsOf(ctx, 'test.slow-settle'), [], 'settled at last');
     } finally {
+      await runner.stop(0);
+    }
+  });
+});
+
+describe('jobs: an attempt lets go of a job it may no longer hold', () => {
+  let ctx: TestContext;
+  before(async () => {
+    ctx = await createTestApp({ env: { ROLE: 'api' } });
+  });
+  after(() => ctx.close());
+
+  /** A kind whose one attempt waits until its signal aborts, and records why. */
+  function abortableKind(name: string) {
+    const type = jobType<{ n: number }>(name);
+    const seen: { started: boolean; reason: string | null } = { started: false, reason: null };
+    const kind: JobKind<{ n: number }> = {
+      type,
+      concurrency: 1,
+      leaseMs: 8000,
+      retryDelay: () => null,
+      perform: (_job, _same, signal) =>
+        new Promise<Outcome>((resolve) => {
+          seen.started = true;
+          signal.addEventListener('abort', () => {
+            seen.reason = (signal.reason as Error).message;
+            resolve({ status: 'release' });
+          });
+        }),
+    };
+    return { type, kind, seen };
+  }
+
+  async function startHolding(name: string, db: typeof ctx.app.deps.db) {
+    const { type, kind, seen } = abortableKind(name);
+    const clock = manualClock(ctx.clock.now());
+    const runner = createRunner({ db, clock, logger: ctx.app.deps.logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 3_600_000 });
+    runner.register(kind);
+    runner.start();
+    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.enqueue(tx, type, [{ payload: { n: 1 } }]));
+    runner.wake();
+    for (let i = 0; i < 500 && !seen.started; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.ok(seen.started);
+    return { runner, clock, seen };
+  }
+
+  const heartbeats = async (clock: ReturnType<typeof manualClock>, count: number) => {
+    for (let i = 0; i < count; i++) {
+      clock.advance(2000);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+  };
+
+  test('a job another process holds now (taken over after a stall): its attempt here is aborted at the next heartbeat', async () => {
+    const { runner, clock, seen } = await startHolding('test.taken', ctx.app.deps.db);
+    try {
+      await heartbeats(clock, 2);
+      assert.equal(seen.reason, null, 'renewed: held');
+      await ctx.app.deps.db.updateTable('jobs').set({ locked_by: 'elsewhere/1/0000' }).where('kind', '=', 'test.taken').execute();
+      await heartbeats(clock, 1);
+      assert.match(String(seen.reason), /no longer holds the job/);
+    } finally {
+      await runner.stop(0);
+    }
+  });
+
+  test('a lease the heartbeat cannot renew: the attempt is aborted before the lease runs out, never after', async () => {
+    let failing = false;
+    const db = new Proxy(ctx.app.deps.db, {
+      get(target, property) {
+        if (property === 'updateTable' && failing) return () => { throw new Error('the database is out of reach'); };
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const { runner, clock, seen } = await startHolding('test.unrenewed', db);
+    try {
+      const [job] = await jobsOf(ctx, 'test.unrenewed');
+      failing = true;
+      await heartbeats(clock, 2);
+      assert.equal(seen.reason, null, 'four seconds of its lease left, two heartbeats to go: it goes on');
+      await heartbeats(clock, 1);
+      assert.match(String(seen.reason), /could not renew its lease/);
+      assert.ok(clock.now() < job!.locked_until!, 'aborted while its lease still held');
+    } finally {
+      failing = false;
       await runner.stop(0);
     }
   });

@@ -18,6 +18,8 @@ export interface ServiceProcess {
   child: ChildProcess;
   /** Everything the process wrote to stderr, for failure messages. */
   stderr(): string;
+  /** Its log (stdout), for failure messages. */
+  stdout(): string;
   kill(signal: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -27,10 +29,12 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, [SERVER], {
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: url, LOG_LEVEL: 'warn', BILLING: 'off', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
+  let stdout = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -47,6 +51,7 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
     url,
     child,
     stderr: () => stderr,
+    stdout: () => stdout,
     kill: async (signal) => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;
