@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 export type Role = 'api' | 'worker' | 'all';
@@ -23,12 +24,32 @@ export interface RetentionConfig {
   periodMs: number;
 }
 
+/** What a machine of one size may use, enforced by the engine. */
+export interface MachineSize {
+  cpus: number;
+  memoryBytes: number;
+  /** Processes (and threads) at once. */
+  pids: number;
+}
+
 export interface MachinesConfig {
-  /** The machine provider; `simulated` (built in) executes nothing. */
-  provider: 'simulated';
+  /** MACHINE_PROVIDER: `simulated` executes nothing; `docker` runs each machine as a container. */
+  provider: 'simulated' | 'docker';
   /** How long the simulated provider takes to boot a machine. */
   bootMs: number;
+  /** MACHINE_SIZES, in the order given; the first is the default, unless one is named `small`. */
+  sizes: Readonly<Record<string, MachineSize>>;
+  /** MACHINE_IMAGE: the image of every machine (docker). */
+  image: string;
+  /** MACHINE_EGRESS: whether machines may reach the internet (never the host, its services or private networks). */
+  egress: boolean;
 }
+
+/** The service's own version: the default image's tag. */
+export const SERVICE_VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+/** The image `npm run machine-image` builds. */
+export const DEFAULT_MACHINE_IMAGE = `machine-platform/base:${SERVICE_VERSION}`;
+const DEFAULT_MACHINE_SIZES = 'small=1/1g/512,medium=2/2g/1024,large=4/4g/2048';
 
 /**
  * Speed techniques, each on by default and each measured (bench/RESULTS.md):
@@ -113,6 +134,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   const port = parsePort(env.PORT);
   const publicUrl = parsePublicUrl(env.PUBLIC_URL ?? `http://localhost:${port}`);
   const databaseUrl = parseDatabaseUrl(env.DATABASE_URL ?? 'sqlite:./data/service.db');
+  const machines: MachinesConfig = {
+    provider: parseMachineProvider(env.MACHINE_PROVIDER),
+    bootMs: parseInteger('MACHINE_BOOT_MS', env.MACHINE_BOOT_MS, 2000, 0, 600_000),
+    sizes: parseSizes(env.MACHINE_SIZES || DEFAULT_MACHINE_SIZES),
+    image: nonEmpty('MACHINE_IMAGE', env.MACHINE_IMAGE ?? DEFAULT_MACHINE_IMAGE),
+    egress: parseSwitch('MACHINE_EGRESS', env.MACHINE_EGRESS, true),
+  };
   const config: Config = {
     port,
     host: nonEmpty('HOST', env.HOST ?? '127.0.0.1'),
@@ -135,10 +163,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     retention: {
       periodMs: parseDuration('RETENTION', env.RETENTION, 30 * 86_400_000, 10_000),
     },
-    machines: {
-      provider: parseMachineProvider(env.MACHINE_PROVIDER),
-      bootMs: parseInteger('MACHINE_BOOT_MS', env.MACHINE_BOOT_MS, 2000, 0, 600_000),
-    },
+    machines,
     jobs: {
       // MACHINE_WORKER_INTERVAL_MS is its former name, still read.
       pollIntervalMs: env.JOBS_POLL_INTERVAL_MS
@@ -147,7 +172,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     billing: {
       enabled: parseSwitch('BILLING', env.BILLING, true),
-      pricesMicrosPerHour: parsePrices(env.MACHINE_PRICES ?? 'small=0.05,medium=0.10,large=0.20'),
+      pricesMicrosPerHour: parsePrices(env.MACHINE_PRICES ?? defaultPrices(machines.sizes), Object.keys(machines.sizes)),
       meteringIntervalMs: parseDuration('METERING_INTERVAL', env.METERING_INTERVAL, 60_000, 100, 3_600_000),
       welcomeCreditMicros: parseUsd('WELCOME_CREDIT', env.WELCOME_CREDIT ?? '10.00'),
       lowBalanceMicros: parseUsd('LOW_BALANCE', env.LOW_BALANCE ?? '1.00'),
@@ -213,7 +238,36 @@ function parseRole(value: string | undefined): Role {
 
 function parseMachineProvider(value: string | undefined): MachinesConfig['provider'] {
   if (value === undefined || value === '' || value === 'simulated') return 'simulated';
-  return fail('MACHINE_PROVIDER', 'must be simulated (the only built-in provider)', value);
+  if (value === 'docker') return 'docker';
+  return fail('MACHINE_PROVIDER', 'must be simulated or docker', value);
+}
+
+const MEMORY_UNITS: Record<string, number> = { k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+/** `small=1/1g/512,…`: CPUs (fractions allowed), memory (k, m or g), processes. */
+function parseSizes(value: string): Record<string, MachineSize> {
+  const sizes: Record<string, MachineSize> = {};
+  const shape = 'must look like small=1/1g/512,medium=2/2g/1024 (name=cpus/memory/processes)';
+  for (const item of value.split(',')) {
+    const match = /^\s*([a-z][a-z0-9-]{0,31})\s*=\s*(\d+(?:\.\d+)?)\/(\d+)([kmg])\/(\d+)\s*$/i.exec(item);
+    if (!match) return fail('MACHINE_SIZES', shape, value);
+    const [, name, cpus, amount, unit, pids] = match;
+    if (sizes[name!] !== undefined) fail('MACHINE_SIZES', `names "${name}" twice`, value);
+    const size = { cpus: Number(cpus), memoryBytes: Number(amount) * MEMORY_UNITS[unit!.toLowerCase()]!, pids: Number(pids) };
+    if (size.cpus < 0.1 || size.cpus > 64) fail('MACHINE_SIZES', `gives "${name}" ${cpus} CPUs (0.1 to 64)`, value);
+    if (size.memoryBytes < 64 * 1024 ** 2 || size.memoryBytes > 256 * 1024 ** 3) fail('MACHINE_SIZES', `gives "${name}" ${amount}${unit} of memory (64m to 256g)`, value);
+    if (size.pids < 16 || size.pids > 65_536) fail('MACHINE_SIZES', `gives "${name}" ${pids} processes (16 to 65536)`, value);
+    sizes[name!] = size;
+  }
+  return sizes;
+}
+
+/** The built-in prices, for the built-in sizes; sizes of one's own need MACHINE_PRICES. */
+function defaultPrices(sizes: Record<string, MachineSize>): string {
+  const builtIn: Record<string, string> = { small: '0.05', medium: '0.10', large: '0.20' };
+  const names = Object.keys(sizes);
+  if (names.every((name) => builtIn[name] !== undefined)) return names.map((name) => `${name}=${builtIn[name]}`).join(',');
+  return fail('MACHINE_PRICES', `must price the sizes MACHINE_SIZES names (${names.join(', ')})`, undefined);
 }
 
 function parsePaymentProvider(value: string | undefined): BillingConfig['paymentProvider'] {
@@ -221,8 +275,6 @@ function parsePaymentProvider(value: string | undefined): BillingConfig['payment
   return fail('PAYMENT_PROVIDER', 'must be simulated (the only built-in payment provider)', value);
 }
 
-/** The machine sizes MACHINE_PRICES must price: the simulated provider's. */
-const PRICED_SIZES = ['small', 'medium', 'large'];
 
 /** USD with at most six decimals, as integer micro-dollars (never through a float). */
 function parseUsd(variable: string, value: string): number {
@@ -231,15 +283,16 @@ function parseUsd(variable: string, value: string): number {
   return Number(match[1]) * 1_000_000 + Number((match[2] ?? '').padEnd(6, '0'));
 }
 
-function parsePrices(value: string): Record<string, number> {
+/** MACHINE_PRICES names exactly the machine sizes (MACHINE_SIZES). */
+function parsePrices(value: string, sizes: readonly string[]): Record<string, number> {
   const prices: Record<string, number> = {};
   for (const item of value.split(',')) {
     const [size, price, extra] = item.split('=').map((part) => part.trim());
     if (!size || price === undefined || extra !== undefined) fail('MACHINE_PRICES', 'must look like small=0.05,medium=0.10,large=0.20 (USD per hour)', value);
-    if (!PRICED_SIZES.includes(size)) fail('MACHINE_PRICES', `has an unknown size "${size}" (sizes: ${PRICED_SIZES.join(', ')})`, value);
+    if (!sizes.includes(size)) fail('MACHINE_PRICES', `has an unknown size "${size}" (sizes: ${sizes.join(', ')})`, value);
     prices[size] = parseUsd('MACHINE_PRICES', price);
   }
-  const missing = PRICED_SIZES.filter((size) => prices[size] === undefined);
+  const missing = sizes.filter((size) => prices[size] === undefined);
   if (missing.length > 0) fail('MACHINE_PRICES', `must price every size (missing ${missing.join(', ')})`, value);
   return prices;
 }

@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
-import { ConfigError, DEFAULT_PASSWORD_HASH_COST, loadConfig } from '../src/config.ts';
+import { ConfigError, DEFAULT_MACHINE_IMAGE, DEFAULT_PASSWORD_HASH_COST, loadConfig } from '../src/config.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -44,7 +44,17 @@ describe('loadConfig', () => {
         disableAfterMs: 5 * 86_400_000,
       },
       retention: { periodMs: 30 * 86_400_000 },
-      machines: { provider: 'simulated', bootMs: 2000 },
+      machines: {
+        provider: 'simulated',
+        bootMs: 2000,
+        sizes: {
+          small: { cpus: 1, memoryBytes: 1024 ** 3, pids: 512 },
+          medium: { cpus: 2, memoryBytes: 2 * 1024 ** 3, pids: 1024 },
+          large: { cpus: 4, memoryBytes: 4 * 1024 ** 3, pids: 2048 },
+        },
+        image: DEFAULT_MACHINE_IMAGE,
+        egress: true,
+      },
       jobs: { pollIntervalMs: 1000 },
       billing: {
         enabled: true,
@@ -63,13 +73,36 @@ describe('loadConfig', () => {
 
   test('MACHINE_PROVIDER, MACHINE_BOOT_MS, and JOBS_POLL_INTERVAL_MS (formerly MACHINE_WORKER_INTERVAL_MS, still read)', () => {
     const config = loadConfig({ MACHINE_PROVIDER: 'simulated', MACHINE_BOOT_MS: '50', JOBS_POLL_INTERVAL_MS: '25' });
-    assert.deepEqual(config.machines, { provider: 'simulated', bootMs: 50 });
+    assert.deepEqual({ provider: config.machines.provider, bootMs: config.machines.bootMs }, { provider: 'simulated', bootMs: 50 });
     assert.deepEqual(config.jobs, { pollIntervalMs: 25 });
     assert.deepEqual(loadConfig({ MACHINE_WORKER_INTERVAL_MS: '40' }).jobs, { pollIntervalMs: 40 });
     assert.deepEqual(loadConfig({ MACHINE_WORKER_INTERVAL_MS: '40', JOBS_POLL_INTERVAL_MS: '30' }).jobs, { pollIntervalMs: 30 }, 'the new name wins');
     for (const [variable, value] of [['MACHINE_PROVIDER', 'firecracker'], ['MACHINE_BOOT_MS', '-1'], ['MACHINE_BOOT_MS', 'soon'], ['MACHINE_WORKER_INTERVAL_MS', '5'], ['JOBS_POLL_INTERVAL_MS', '5']]) {
       assert.throws(() => loadConfig({ [variable!]: value }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `), `${variable}=${value}`);
     }
+  });
+
+  test('real machines (CONTRACT 15): MACHINE_PROVIDER=docker, MACHINE_IMAGE, MACHINE_SIZES (priced by MACHINE_PRICES, exactly), MACHINE_EGRESS', () => {
+    const config = loadConfig({ MACHINE_PROVIDER: 'docker', MACHINE_IMAGE: 'debian:bookworm', MACHINE_EGRESS: 'off', MACHINE_SIZES: 'tiny=0.5/256m/64, big=8/16g/4096', MACHINE_PRICES: 'tiny=0.01,big=1.00' });
+    assert.equal(config.machines.provider, 'docker');
+    assert.equal(config.machines.image, 'debian:bookworm');
+    assert.equal(config.machines.egress, false);
+    assert.deepEqual(config.machines.sizes, { tiny: { cpus: 0.5, memoryBytes: 256 * 1024 ** 2, pids: 64 }, big: { cpus: 8, memoryBytes: 16 * 1024 ** 3, pids: 4096 } });
+    assert.deepEqual(config.billing.pricesMicrosPerHour, { tiny: 10_000, big: 1_000_000 });
+    assert.match(DEFAULT_MACHINE_IMAGE, /^machine-platform\/base:\d+\.\d+\.\d+/);
+    const refused: Array<[Record<string, string>, string]> = [
+      [{ MACHINE_SIZES: 'small=1/1g' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'small=0/1g/512' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'small=1/1t/512' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'small=1/1g/8' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'small=1/1g/512,small=2/2g/512' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'tiny=1/1g/512' }, 'MACHINE_PRICES'],
+      [{ MACHINE_SIZES: 'tiny=1/1g/512', MACHINE_PRICES: 'tiny=0.01,small=0.05' }, 'MACHINE_PRICES'],
+      [{ MACHINE_SIZES: 'tiny=1/1g/512,huge=2/2g/512', MACHINE_PRICES: 'tiny=0.01' }, 'MACHINE_PRICES'],
+      [{ MACHINE_EGRESS: 'sometimes' }, 'MACHINE_EGRESS'],
+      [{ MACHINE_IMAGE: ' ' }, 'MACHINE_IMAGE'],
+    ];
+    for (const [env, variable] of refused) assertRejects(env, variable);
   });
 
   test('MCP_TOOL_CALLS_PER_MINUTE: 600 by default, a whole number from 1', () => {

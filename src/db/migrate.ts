@@ -10,6 +10,7 @@ import * as eventHistory from './migrations/0007_event_history.ts';
 import * as oauth from './migrations/0008_oauth.ts';
 import * as deliveriesInPlace from './migrations/0009_deliveries_in_place.ts';
 import * as fewerKeyChecks from './migrations/0010_fewer_key_checks.ts';
+import * as realRuns from './migrations/0011_real_runs.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -25,6 +26,7 @@ const migrations: Record<string, Migration> = {
   '0008_oauth': oauth,
   '0009_deliveries_in_place': deliveriesInPlace,
   '0010_fewer_key_checks': fewerKeyChecks,
+  '0011_real_runs': realRuns,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

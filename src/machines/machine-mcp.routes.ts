@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { IdParamsSchema } from '../http/schemas.ts';
 import { methodNotAllowed, serveMcp } from '../mcp/mcp.http.ts';
+import { registerMachineTools } from './machine-tools.ts';
 import { runForMachineCaller } from './runs.service.ts';
 import { wrongStatus } from './machines.errors.ts';
 import { toMachineView } from './machines.repository.ts';
@@ -29,11 +30,11 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const machine = await getMachineRow(deps, accountId, machineId);
     if (machine.status === 'destroyed') throw wrongStatus('serve MCP', machine.status);
     return serveMcp(request, reply, `machine ${machine.name}`, (server) =>
-      provider.registerTools(server, {
+      registerMachineTools(server, {
         logger: app.deps.logger,
         describe: async () => toMachineView(await getMachineRow(deps, accountId, machineId)),
-        runCommand: (command, stopAfter) => runForMachineCaller(deps, provider, caller, machineId, { command, stopAfter }),
-      }),
+        runCommand: (run) => runForMachineCaller(deps, provider, caller, machineId, run),
+      }, provider),
     );
   });
 

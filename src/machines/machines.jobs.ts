@@ -1,7 +1,7 @@
 import { balanceEmptyStopJob, balanceIsEmpty } from '../billing/enforcement.ts';
 import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
-import type { JobKind, Outcome } from '../jobs/job-kind.ts';
+import type { Job, JobKind, Outcome } from '../jobs/job-kind.ts';
 import { SECOND } from '../shared/clock.ts';
 import { hostRetryDelay, machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
 import { finishPending, stopOrDestroy } from './machine-actions.ts';
@@ -16,10 +16,6 @@ import { fireSchedule } from './schedules.service.ts';
 export const RUN_CONCURRENCY = 8;
 /** Host calls for machines and pools at once in one process. */
 const HOST_CONCURRENCY = 16;
-/** A host call, or a few, and their records. */
-const HOST_LEASE_MS = 60 * SECOND;
-/** Runs may take long: their lease is renewed while the process lives, and runs out this soon after it dies. */
-const RUN_LEASE_MS = 30 * SECOND;
 /** How long an expiry waits for a stop or destroy under way to finish first. */
 const EXPIRY_WAIT_MS = 5 * SECOND;
 
@@ -99,7 +95,7 @@ async function refillPoolJob(deps: Deps, provider: MachineProvider, poolId: stri
 }
 
 function hostKind<Payload>(type: JobKind<Payload>['type'], perform: (payload: Payload) => Promise<Outcome>): JobKind<Payload> {
-  return { type, concurrency: HOST_CONCURRENCY, leaseMs: HOST_LEASE_MS, retryDelay: hostRetryDelay, perform: (job) => perform(job.payload) };
+  return { type, concurrency: HOST_CONCURRENCY, retryDelay: hostRetryDelay, perform: (job) => perform(job.payload) };
 }
 
 /** The machines domain's background work. */
@@ -111,12 +107,14 @@ export function machineJobKinds(deps: Deps, provider: MachineProvider) {
     hostKind(poolRefillJob, ({ poolId }) => refillPoolJob(deps, provider, poolId)),
     hostKind(scheduleTickJob, ({ scheduleId }) => fireSchedule(deps, provider, scheduleId)),
     {
-      ...hostKind(runExecuteJob, async ({ runId }) => {
-        await executeRun(deps, provider, runId);
-        return DONE;
-      }),
+      type: runExecuteJob,
       concurrency: RUN_CONCURRENCY,
-      leaseMs: RUN_LEASE_MS,
-    },
+      retryDelay: hostRetryDelay,
+      async perform(job: Job<{ runId: string }>, _same: unknown, signal: AbortSignal): Promise<Outcome> {
+        const execution = await executeRun(deps, provider, job.payload.runId, signal, job.attempts);
+        // Let go mid-run: back to the queue at once, for any process to wait for its outcome.
+        return execution === 'released' ? { status: 'release' } : DONE;
+      },
+    } satisfies JobKind<{ runId: string }>,
   ];
 }

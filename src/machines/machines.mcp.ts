@@ -2,9 +2,9 @@ import * as z from 'zod';
 import type { PlatformToolRegistrar } from '../mcp/mcp.plugin.ts';
 import { defineTool } from '../mcp/tools.ts';
 import { toPage } from '../http/pagination.ts';
-import { RUN_LIMITS } from './runs.schemas.ts';
 import { runAndWait } from './runs.service.ts';
 import { createLiveView } from './live-view.service.ts';
+import { CommandArgs } from './machine-tools.ts';
 import { toMachineView } from './machines.repository.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
 import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
@@ -18,7 +18,6 @@ const Status = z.enum(MACHINE_STATUSES);
 const Labels = z
   .record(z.string().regex(new RegExp(MACHINE_LIMITS.labelKeyPattern)), z.string().max(MACHINE_LIMITS.labelValue))
   .refine((labels) => Object.keys(labels).length <= MACHINE_LIMITS.labels, `at most ${MACHINE_LIMITS.labels} labels`);
-const Command = z.string().min(1).max(RUN_LIMITS.command);
 
 /** The platform MCP server's machine tools: the HTTP machine API, tool for route, same JSON. */
 export function machinePlatformTools(provider: MachineProvider): PlatformToolRegistrar {
@@ -80,8 +79,8 @@ export function machinePlatformTools(provider: MachineProvider): PlatformToolReg
     defineTool(server, logger, 'machine_run_command', {
       description:
         'Runs a command on a running machine (a manual run), waits for it (at most the provider’s longest run) and returns the run, finished or still running.',
-      input: z.strictObject({ id: MachineId, command: Command, stopAfter: z.boolean().optional() }),
-    }, ({ id, command, stopAfter }) => runAndWait(deps, provider, accountId, id, { command, stopAfter: stopAfter ?? false }));
+      input: z.strictObject({ id: MachineId, ...CommandArgs, stopAfter: z.boolean().optional() }),
+    }, ({ id, stopAfter, ...run }) => runAndWait(deps, provider, accountId, id, { ...run, stopAfter: stopAfter ?? false }));
 
     defineTool(server, logger, 'machine_live_view', {
       description: "Creates a 15-minute link to the machine's screen, as {url, expiresAt}.",

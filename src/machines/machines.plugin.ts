@@ -1,7 +1,14 @@
 import fp from 'fastify-plugin';
 import { idBoundAt } from '../shared/ids.ts';
 import { deleteFinishedRuns, finishedRunIdsBefore } from './runs.repository.ts';
+import type { FastifyBaseLogger } from 'fastify';
 import type { MachinesConfig } from '../config.ts';
+import { inTransaction } from '../db/transaction.ts';
+import type { Deps } from '../deps.ts';
+import type { Clock } from '../shared/clock.ts';
+import { createDockerProvider } from './docker/docker.provider.ts';
+import { machineCheckJob } from './job-types.ts';
+import { findMachineById } from './machines.repository.ts';
 import { deleteExpiredReceipts } from './inbound-webhooks.repository.ts';
 import { inboundWebhooksRoutes } from './inbound-webhooks.routes.ts';
 import { deleteExpiredLiveViews } from './live-views.repository.ts';
@@ -23,11 +30,20 @@ declare module 'fastify' {
   }
 }
 
-function createProvider(config: Readonly<MachinesConfig>): MachineProvider {
+function createProvider(config: Readonly<MachinesConfig>, clock: Clock, logger: FastifyBaseLogger): MachineProvider {
   switch (config.provider) {
     case 'simulated':
-      return createSimulatedProvider({ bootMs: config.bootMs });
+      return createSimulatedProvider({ bootMs: config.bootMs, clock, sizes: Object.keys(config.sizes) });
+    case 'docker':
+      return createDockerProvider(config, logger);
   }
+}
+
+/** A machine the host says changed on its own is checked now, if it is one the service believes up. */
+async function checkNow(deps: Deps, machineId: string): Promise<void> {
+  const machine = await findMachineById(deps.db, machineId);
+  if (machine?.status !== 'running' && machine?.status !== 'starting') return;
+  await inTransaction(deps.db, (tx) => deps.jobs.schedule(tx, machineCheckJob, machineId, { machineId }, deps.clock.now()));
 }
 
 /**
@@ -40,8 +56,15 @@ function createProvider(config: Readonly<MachinesConfig>): MachineProvider {
 export const machinesPlugin = fp(
   async (app) => {
     const { deps } = app;
-    const provider = createProvider(deps.config.machines);
+    const provider = createProvider(deps.config.machines, deps.clock, deps.logger);
+    await provider.start?.();
     app.decorate('machineProvider', provider);
+    if (deps.config.role !== 'api' && provider.watch) {
+      const unwatch = provider.watch((machineId) => {
+        checkNow(deps, machineId).catch((err: unknown) => deps.logger.error({ err, machineId }, 'could not schedule the check of a machine the host reported'));
+      });
+      app.addHook('preClose', async () => unwatch());
+    }
     app.credentials.bearer('tmm_', authenticateMachineToken);
     for (const kind of machineJobKinds(deps, provider)) app.jobs.register(kind);
     app.maintenance.add('expired live views', (now) => deleteExpiredLiveViews(deps.db, now));

@@ -1,5 +1,3 @@
-import type { McpServer } from '@modelcontextprotocol/server';
-import type { FastifyBaseLogger } from 'fastify';
 import type { MachineStatus } from './machines.tables.ts';
 
 /** What a provider is told about a machine. */
@@ -19,28 +17,35 @@ export type Observation =
   | { status: 'error'; reason: 'boot-failure' | 'crash'; message: string }
   | { status: 'stopped'; reason: 'platform' };
 
+/** A run as a provider executes it: under its id, so that being asked again attaches to it instead of running it twice. */
+export interface ProviderRun {
+  id: string;
+  command: string;
+  /** Absolute; the machine's home directory when null. */
+  cwd: string | null;
+  /** Added to the machine's environment. */
+  env: Record<string, string>;
+  /** Killed past this, and then failed with `timedOut`. */
+  timeoutMs: number;
+  /** When it was taken up to run (epoch ms, on the service's clock). */
+  startedAt: number;
+}
+
+/** How a command ended, as the machine tells it (each text at most RUN_OUTPUT_LIMIT, then `truncated`). */
 export interface CommandResult {
-  exitCode: number;
+  /** Null when the command did not exit by itself (killed for its timeout). */
+  exitCode: number | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  /** Both, in the order they came. */
   output: string;
+  truncated: boolean;
 }
 
 export interface Screen {
   contentType: string;
   body: string;
-}
-
-/** What the machine's MCP tools can do, whatever the provider. */
-export interface MachineToolContext {
-  logger: FastifyBaseLogger;
-  /** The machine as the HTTP API shows it, read afresh. */
-  describe(): Promise<object>;
-  /**
-   * Runs a command as a manual run (events, stopAfter) and answers the run as
-   * the HTTP API shows it once it has finished (or after the provider's
-   * maxRunMs, as it then is). Throws an AppError (403 forbidden) for stopAfter
-   * when the caller holds only the machine token: spec 5 rule 2.
-   */
-  runCommand(command: string, stopAfter: boolean): Promise<object>;
 }
 
 /**
@@ -66,6 +71,18 @@ export interface MachineProvider {
    * it; only a run whose executing process died is.
    */
   readonly maxRunMs: number;
+  /**
+   * Readies the host once, before the service serves (an engine reachable, its
+   * image there).
+   * @throws ConfigError naming the variable to fix.
+   */
+  start?(): Promise<void>;
+  /**
+   * Tells, through `notice`, of machines whose host changed on its own (a
+   * machine that ended), so they are observed now rather than at their next
+   * check; answers the function that stops telling.
+   */
+  watch?(notice: (machineId: string) => void): () => void;
   /** Begins booting a created or stopped machine; `observe` is asked at `checkAt`. */
   boot(machine: ProviderMachine, now: number): Promise<{ checkAt: number }>;
   /**
@@ -76,9 +93,17 @@ export interface MachineProvider {
   observe(machine: ProviderMachine, now: number): Promise<{ observation: Observation | null; checkAt: number | null }>;
   stop(machine: ProviderMachine): Promise<void>;
   destroy(machine: ProviderMachine): Promise<void>;
-  runCommand(machine: ProviderMachine, command: string): Promise<CommandResult>;
+  /**
+   * Executes a run in the machine under its id and answers its outcome; asked
+   * again about a run the machine already has (the process that started it
+   * died, or let it go), waits for the outcome the machine records instead:
+   * a command never runs twice. `signal` stops the waiting (rejecting with
+   * its reason), never the command. Null: the machine cannot say what became
+   * of the run (it stopped or was destroyed before recording it).
+   */
+  runCommand(machine: ProviderMachine, run: ProviderRun, signal: AbortSignal): Promise<CommandResult | null>;
   /** The machine's screen, for the live view (a real host fetches a screenshot). */
   screen(machine: ProviderMachine): Promise<Screen>;
-  /** The tools of the machine's own MCP endpoint. */
-  registerTools(server: McpServer, context: MachineToolContext): void;
+  /** A line the `run_command` tool's description adds (how this provider runs commands). */
+  readonly commandsNote?: string;
 }

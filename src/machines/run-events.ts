@@ -21,9 +21,14 @@ export function runSummary(run: RunRow, status: RunStatus, output: string) {
   return { id: run.id, source: run.source, sourceId: run.source_id, status, output: firstCharacters(output, EVENT_OUTPUT_CHARACTERS) };
 }
 
+/** How a run ended: what the machine said (each stream apart where it ran), or why it never ran (output only). */
 export interface RunOutcome {
   exitCode: number | null;
   output: string;
+  stdout?: string;
+  stderr?: string;
+  truncated?: boolean;
+  timedOut?: boolean;
 }
 
 /**
@@ -45,7 +50,17 @@ export async function completeRun(
     tx.db,
     run.id,
     from,
-    { status, exit_code: outcome.exitCode, output: outcome.output, started_at: run.started_at ?? now, finished_at: now },
+    {
+      status,
+      exit_code: outcome.exitCode,
+      output: outcome.output,
+      stdout: outcome.stdout ?? null,
+      stderr: outcome.stderr ?? null,
+      truncated: outcome.truncated ? 1 : 0,
+      timed_out: outcome.timedOut ? 1 : 0,
+      started_at: run.started_at ?? now,
+      finished_at: now,
+    },
   );
   if (!changed) return false;
   await announce(deps.signals, tx, `run:${run.id}`);

@@ -16,6 +16,10 @@ export interface RunView {
   status: RunStatus;
   exitCode: number | null;
   output: string | null;
+  stdout: string | null;
+  stderr: string | null;
+  truncated: boolean;
+  timedOut: boolean;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -32,6 +36,10 @@ export function toRunView(row: RunRow): RunView {
     status: row.status,
     exitCode: row.exit_code,
     output: row.output,
+    stdout: row.stdout,
+    stderr: row.stderr,
+    truncated: row.truncated === 1,
+    timedOut: row.timed_out === 1,
     createdAt: toIso(row.created_at),
     startedAt: toIsoOrNull(row.started_at),
     finishedAt: toIsoOrNull(row.finished_at),

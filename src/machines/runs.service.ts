@@ -15,9 +15,22 @@ import { runNotFound } from './runs.errors.ts';
 import { claimRun, findRun, findRunById, insertRun, listRunRows, toRunView, type RunRow, type RunView } from './runs.repository.ts';
 import type { RunSource } from './runs.tables.ts';
 
-export const ORPHANED_RUN_OUTPUT = 'The run was interrupted: the process executing it stopped before the run finished.';
+export const INTERRUPTED_RUN_OUTPUT = 'The run was interrupted: the machine stopped before it could say how the run ended.';
 
-export interface RunRequest {
+/** A host that fails while a run is under way is asked again this many times before the run is failed for it. */
+const HOST_FAILURES_PER_RUN = 4;
+
+/** Where and how long a command runs, as a caller may ask (CONTRACT 15); schedules and inbound webhooks take the defaults. */
+export interface CommandOptions {
+  /** Absolute; the machine's home directory when absent. */
+  cwd?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+}
+
+export const DEFAULT_RUN_TIMEOUT_MS = 600_000;
+
+export interface RunRequest extends CommandOptions {
   /** Chosen by the caller when it must refer to the run before it exists (an inbound webhook's receipt). */
   id?: string;
   source: RunSource;
@@ -50,10 +63,17 @@ export async function queueRun(
     source_id: request.sourceId,
     source_name: request.sourceName,
     command: request.command,
+    cwd: request.cwd ?? null,
+    env: JSON.stringify(request.env ?? {}),
+    timeout_ms: request.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS,
     stop_after: request.stopAfter ? 1 : 0,
     status: 'pending',
     exit_code: null,
     output: null,
+    stdout: null,
+    stderr: null,
+    truncated: 0,
+    timed_out: 0,
     created_at: now,
     started_at: null,
     finished_at: null,
@@ -85,33 +105,52 @@ function stopReasonOf(run: RunRow): StopReason {
   return 'requested';
 }
 
+/** How the run's job went: finished (whoever recorded it), or let go mid-run for another attempt (this process is stopping, say). */
+export type RunExecution = 'done' | 'released';
+
 /**
  * The run's job: executes a pending run, once (whoever moves it from pending
  * to running owns it), records the outcome with its event and, with
  * stopAfter, stops the machine (`machine.stopped`, reason `after schedule
- * <name>`…). A run found `running` was started by a process that died (its
- * job's lease ran out): it is failed, with `run.failed`, never run twice.
+ * <name>`…). A run found `running` was started by a process that died or let
+ * it go: the machine is asked again under the run's id, and answers with the
+ * outcome it records (the command is not run twice); only a machine that
+ * cannot say fails it as interrupted. `signal` lets the run go (`released`):
+ * the command goes on in the machine, and the next attempt waits for it.
+ * @throws the host's error when it failed under a run, to be retried (HOST_FAILURES_PER_RUN times).
  */
-export async function executeRun(deps: Deps, provider: MachineProvider, runId: string): Promise<void> {
-  const found = await findRunById(deps.db, runId);
-  if (found?.status === 'running') return failInterruptedRun(deps, found);
-  if (found?.status !== 'pending' || !(await claimRun(deps.db, runId, deps.clock.now()))) return;
-  const run = (await findRunById(deps.db, runId))!;
-  const machine = (await findMachineById(deps.db, run.machine_id))!;
-  let outcome: RunOutcome;
-  if (machine.status !== 'running') {
-    outcome = { exitCode: null, output: `The machine is ${machine.status}; the run could not start.` };
-  } else {
-    try {
-      outcome = await provider.runCommand(toProviderMachine(machine), run.command);
-    } catch (err) {
-      deps.logger.error({ err, runId }, 'the provider failed to run a command');
-      outcome = { exitCode: null, output: 'The machine could not run the command.' };
+export async function executeRun(deps: Deps, provider: MachineProvider, runId: string, signal: AbortSignal, failures = 0): Promise<RunExecution> {
+  let run = await findRunById(deps.db, runId);
+  if (run?.status === 'pending') {
+    if (!(await claimRun(deps.db, runId, deps.clock.now()))) return 'done';
+    run = (await findRunById(deps.db, runId))!;
+    const machine = (await findMachineById(deps.db, run.machine_id))!;
+    if (machine.status !== 'running') {
+      await finishRun(deps, provider, run, { exitCode: null, output: `The machine is ${machine.status}; the run could not start.` });
+      return 'done';
     }
   }
-  const after = (await findMachineById(deps.db, run.machine_id)) ?? machine;
+  if (run?.status !== 'running') return 'done';
+  const machine = (await findMachineById(deps.db, run.machine_id))!;
+  let outcome: RunOutcome | null;
+  try {
+    const spec = { id: run.id, command: run.command, cwd: run.cwd, env: JSON.parse(run.env) as Record<string, string>, timeoutMs: run.timeout_ms, startedAt: run.started_at! };
+    outcome = await provider.runCommand(toProviderMachine(machine), spec, signal);
+  } catch (err) {
+    if (signal.aborted) return 'released';
+    if (failures + 1 < HOST_FAILURES_PER_RUN) throw err;
+    deps.logger.error({ err, runId }, 'the host kept failing under a run; the run is failed');
+    outcome = { exitCode: null, output: 'The machine could not run the command.' };
+  }
+  await finishRun(deps, provider, run, outcome ?? { exitCode: null, output: INTERRUPTED_RUN_OUTPUT });
+  return 'done';
+}
+
+/** Records a running run's outcome with its event, then the stop its stopAfter asks for; nothing when another process recorded it first. */
+async function finishRun(deps: Deps, provider: MachineProvider, run: RunRow, outcome: RunOutcome): Promise<void> {
+  const after = (await findMachineById(deps.db, run.machine_id))!;
   const stopping = await inTransaction(deps.db, async (tx) => {
-    // False: the run is no longer ours (it outlived its lease and was failed as orphaned), so neither its outcome nor its stopAfter applies.
+    // False: another process recorded the run first (it took the run over), so neither this outcome nor its stopAfter applies.
     if (!(await completeRun(deps, tx, run, 'running', after, outcome))) return null;
     if (run.stop_after !== 1 || after.status !== 'running') return null;
     return markStopping(deps, tx, after, { action: 'stop', reason: stopReasonOf(run) });
@@ -119,13 +158,7 @@ export async function executeRun(deps: Deps, provider: MachineProvider, runId: s
   if (stopping !== null) await finishPending(deps, provider, stopping);
 }
 
-/** So no run is left `running` and no run event is lost. Compare-and-set: once, whichever process gets there. */
-async function failInterruptedRun(deps: Deps, run: RunRow): Promise<void> {
-  const machine = (await findMachineById(deps.db, run.machine_id))!;
-  await inTransaction(deps.db, (tx) => completeRun(deps, tx, run, 'running', machine, { exitCode: null, output: ORPHANED_RUN_OUTPUT }));
-}
-
-export interface ManualRun {
+export interface ManualRun extends CommandOptions {
   command: string;
   stopAfter: boolean;
 }
@@ -145,7 +178,7 @@ export async function startManualRun(
   const machine = await getMachineRow(deps, accountId, machineId);
   if (machine.status !== 'running') throw wrongStatus('run commands', machine.status);
   const run = await inTransaction(deps.db, (tx) =>
-    queueRun(deps, provider, tx, machine, { source: 'manual', sourceId: null, sourceName: null, command: input.command, stopAfter: input.stopAfter }),
+    queueRun(deps, provider, tx, machine, { ...input, source: 'manual', sourceId: null, sourceName: null }),
   );
   return toRunView(run);
 }

@@ -15,10 +15,22 @@ export interface RunsTable {
   /** Its name when the run was made, for the stop reason `after schedule <name>`. */
   source_name: string | null;
   command: string;
+  /** Absolute; null: the machine's home directory. */
+  cwd: string | null;
+  /** JSON object of the variables added to the machine's environment. */
+  env: string;
+  timeout_ms: number;
   stop_after: number;
   status: RunStatus;
   exit_code: number | null;
+  /** stdout and stderr together, in the order they came; the failure's reason when the command never ran. */
   output: string | null;
+  stdout: string | null;
+  stderr: string | null;
+  /** 1: some output was past the limit and is not kept. */
+  truncated: number;
+  /** 1: killed for its timeout. */
+  timed_out: number;
   created_at: number;
   started_at: number | null;
   finished_at: number | null;

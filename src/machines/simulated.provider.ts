@@ -1,20 +1,19 @@
-import * as z from 'zod';
 import { escapeHtml } from '../shared/html.ts';
-import { defineTool } from '../mcp/tools.ts';
-import { RUN_LIMITS } from './runs.schemas.ts';
-import type { CommandResult, MachineProvider, Observation, ProviderMachine } from './provider.ts';
+import type { Clock } from '../shared/clock.ts';
+import type { CommandResult, MachineProvider, Observation, ProviderMachine, ProviderRun } from './provider.ts';
 
 /**
  * `simulate=<behaviour>` labels make every event reachable through the public API:
  * - `boot-failure`: the boot fails (`machine.error`);
  * - `crash`: the machine runs for one boot time, then fails (`machine.error`);
  * - `platform-stop`: it runs for one boot time, then the host stops it
- *   (`machine.stopped` with reason `platform`).
+ *   (`machine.stopped` with reason `platform`);
+ * - `slow-host`: every question to the host about it (observe, stop,
+ *   destroy) takes SLOW_HOST_MS, as on a host under load.
  * (`balance-empty` is billing's to decide: src/billing/.)
  */
 export const SIMULATE_LABEL = 'simulate';
-
-const SIZES = ['small', 'medium', 'large'] as const;
+export const SLOW_HOST_MS = 3000;
 
 const AFTER_BOOT: Record<string, Observation> = {
   crash: { status: 'error', reason: 'crash', message: 'The machine crashed.' },
@@ -24,22 +23,60 @@ const AFTER_BOOT: Record<string, Observation> = {
 /** `exit N` at the end of a command line, after a separator or at its start. */
 const EXIT_STATUS = /(?:^|[\s;&|])exit\s+(\d{1,3})\s*$/;
 
+/** `sleep N` anywhere in a command line, N in seconds. */
+const SLEEP = /(?:^|[\s;&|])sleep\s+(\d+(?:\.\d+)?)(?=$|[\s;&|])/g;
+/** The longest a simulated command takes. */
+const LONGEST_SLEEP_MS = 3_600_000;
+
 /** The simulated host executes nothing: `false` and `… exit N` (N ≠ 0) fail, anything else succeeds; the output echoes the command. */
 export function simulateCommand(command: string): CommandResult {
   const trimmed = command.trim();
   const exit = EXIT_STATUS.exec(trimmed);
   const exitCode = trimmed === 'false' ? 1 : exit ? Number(exit[1]) : 0;
-  return { exitCode, output: command };
+  return { exitCode, timedOut: false, stdout: command, stderr: '', output: command, truncated: false };
+}
+
+/** How long a simulated command takes: the sum of its `sleep N`, at most an hour. */
+export function simulatedDuration(command: string): number {
+  let total = 0;
+  for (const match of command.matchAll(SLEEP)) total += Number(match[1]) * 1000;
+  return Math.min(Math.round(total), LONGEST_SLEEP_MS);
+}
+
+/** Waits in real time, as a host's work takes it; rejects with the signal's reason when it aborts. */
+function hostTime(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(done, Math.max(0, ms));
+    function done() {
+      signal?.removeEventListener('abort', aborted);
+      resolve();
+    }
+    function aborted() {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    }
+    signal?.addEventListener('abort', aborted, { once: true });
+  });
 }
 
 const STATUS_COLOURS: Record<string, string> = { running: '#1a7f37', starting: '#9a6700', error: '#cf222e' };
 
-export function createSimulatedProvider(options: { bootMs: number }): MachineProvider {
-  const { bootMs } = options;
+/**
+ * A host that executes nothing. Its record of a run is the run itself: a
+ * command's outcome follows from its text, and it ends `sleep N` seconds
+ * after it started, whichever process asks (so a run taken over after its
+ * process died ends as it would have).
+ */
+export function createSimulatedProvider(options: { bootMs: number; clock: Clock; sizes: readonly string[] }): MachineProvider {
+  const { bootMs, clock, sizes } = options;
+  const slow = async (machine: ProviderMachine) => {
+    if (machine.labels[SIMULATE_LABEL] === 'slow-host') await hostTime(SLOW_HOST_MS);
+  };
   return {
     name: 'simulated',
-    sizes: SIZES,
-    defaultSize: 'small',
+    sizes,
+    defaultSize: sizes.includes('small') ? 'small' : sizes[0]!,
     // Commands run instantly here; a minute is what the synchronous tools wait for one.
     maxRunMs: 60_000,
 
@@ -48,6 +85,7 @@ export function createSimulatedProvider(options: { bootMs: number }): MachinePro
     },
 
     async observe(machine: ProviderMachine, now: number) {
+      await slow(machine);
       const due = machine.statusChangedAt + bootMs;
       if (now < due) return { observation: null, checkAt: due };
       const behaviour = machine.labels[SIMULATE_LABEL];
@@ -63,11 +101,15 @@ export function createSimulatedProvider(options: { bootMs: number }): MachinePro
       return { observation: null, checkAt: null };
     },
 
-    async stop() {},
-    async destroy() {},
+    stop: slow,
+    destroy: slow,
 
-    async runCommand(_machine, command) {
-      return simulateCommand(command);
+    async runCommand(machine, run: ProviderRun, signal) {
+      const endsAt = run.startedAt + simulatedDuration(run.command);
+      // Stopped before the command ended: the host has no outcome to give.
+      if (machine.status !== 'running' && clock.now() < endsAt) return null;
+      await hostTime(endsAt - clock.now(), signal);
+      return simulateCommand(run.command);
     },
 
     async screen(machine) {
@@ -81,22 +123,6 @@ export function createSimulatedProvider(options: { bootMs: number }): MachinePro
       return { contentType: 'image/svg+xml', body };
     },
 
-    registerTools(server, context) {
-      defineTool(server, context.logger, 'machine_info', {
-        description: 'This machine: id, name, status, size, externalId, labels, expiresAt, createdAt.',
-        input: z.strictObject({}),
-        annotations: { readOnlyHint: true },
-      }, () => context.describe());
-
-      defineTool(server, context.logger, 'run_command', {
-        description:
-          'Runs a shell command on this machine (a manual run), waits for it and returns the finished run. The simulated machine executes nothing: ' +
-          'the output echoes the command; `false` or a command ending in `exit N` (N ≠ 0) fails.',
-        input: z.strictObject({
-          command: z.string().min(1).max(RUN_LIMITS.command).describe('The command line'),
-          stopAfter: z.boolean().optional().describe("Stop the machine when the run ends (the owner's API key only: a machine token cannot stop its machine)"),
-        }),
-      }, (args) => context.runCommand(args.command, args.stopAfter ?? false));
-    },
+    commandsNote: 'The simulated machine executes nothing: the output echoes the command; `false` or a command ending in `exit N` (N ≠ 0) fails, and `sleep N` takes N seconds.',
   };
 }

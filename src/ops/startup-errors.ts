@@ -1,4 +1,4 @@
-import type { Config } from '../config.ts';
+import { ConfigError, type Config } from '../config.ts';
 
 export type StartupPhase = 'build' | 'listen';
 
@@ -44,6 +44,8 @@ function databaseOf(databaseUrl: string): string {
  * configuration (a bug): the line then only summarises, and the stack is worth printing.
  */
 export function describeStartupFailure(error: unknown, phase: StartupPhase, config: Pick<Config, 'databaseUrl' | 'host' | 'port'>): { line: string; known: boolean } {
+  // A part of the app that checks its own surroundings at start (the machine provider's engine) names the variable itself.
+  if (error instanceof ConfigError) return { line: error.message, known: true };
   const code = codeOf(error);
   if (phase === 'listen') {
     const where = `${config.host}:${config.port}`;

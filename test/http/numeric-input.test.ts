@@ -94,7 +94,9 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
       // The other required fields, valid (a key repeated later wins, so the field under test overrides its sample).
       const base = operation.path === '/api/billing/payment-method'
         ? '{"number":"4242424242424242","cvc":"123","expMonth":12,"expYear":2030,'
-        : operation.method === 'POST' ? '{"name":"n1","size":"small",' : '{';
+        : operation.path === '/api/machines/{id}/runs'
+          ? '{"command":"true",'
+          : operation.method === 'POST' ? '{"name":"n1","size":"small",' : '{';
       for (const text of BAD_BODY_NUMBERS) {
         const response = await ctx.app.inject({
           method: operation.method as 'POST',

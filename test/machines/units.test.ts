@@ -48,9 +48,10 @@ describe('inbound webhook signatures (the shared verifier, with an adapter)', ()
 
 describe('the simulated host', () => {
   test('echoes the command; `false` and `exit N` (N ≠ 0) at the end fail', () => {
-    assert.deepEqual(simulateCommand('ls -la'), { exitCode: 0, output: 'ls -la' });
-    assert.deepEqual(simulateCommand('false'), { exitCode: 1, output: 'false' });
-    assert.deepEqual(simulateCommand('  false  '), { exitCode: 1, output: '  false  ' });
+    const echoed = (command: string, exitCode: number) => ({ exitCode, timedOut: false, stdout: command, stderr: '', output: command, truncated: false });
+    assert.deepEqual(simulateCommand('ls -la'), echoed('ls -la', 0));
+    assert.deepEqual(simulateCommand('false'), echoed('false', 1));
+    assert.deepEqual(simulateCommand('  false  '), echoed('  false  ', 1));
     assert.equal(simulateCommand('exit 7').exitCode, 7);
     assert.equal(simulateCommand('make; exit 2').exitCode, 2);
     assert.equal(simulateCommand('make && exit 9 ').exitCode, 9);

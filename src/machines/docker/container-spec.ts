@@ -1,0 +1,80 @@
+import type Docker from 'dockerode';
+import type { MachineSize } from '../../config.ts';
+import type { ProviderMachine } from '../provider.ts';
+import { RECORDS_DIR } from './run-script.ts';
+
+/** Every container of a machine carries its id under this label: a restarted service finds what exists. */
+export const MACHINE_ID_LABEL = 'machine-platform.machine-id';
+
+export const containerName = (machineId: string) => `machine-platform-${machineId}`;
+
+/**
+ * What a machine may do beyond an unprivileged process: own and write any of
+ * its files (CHOWN, DAC_OVERRIDE, FOWNER, FSETID), switch users and signal
+ * them (SETUID, SETGID, KILL: package managers drop to their own users), and
+ * listen on low ports (NET_BIND_SERVICE). Left out of Docker's defaults:
+ * raw sockets (NET_RAW), device nodes (MKNOD), file capabilities (SETFCAP,
+ * SETPCAP), chroot (SYS_CHROOT) and the audit log (AUDIT_WRITE).
+ */
+export const MACHINE_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID', 'KILL', 'NET_BIND_SERVICE'] as const;
+
+/**
+ * The machine's first process, under the engine's init: the image's own
+ * machine init when it has one (the default image: a screen), else a shell
+ * that waits. Either exits 0 on TERM: a stop in order.
+ */
+const MACHINE_INIT = [
+  '/bin/sh',
+  '-c',
+  `if [ -x /usr/local/lib/machine-platform/init ]; then exec /usr/local/lib/machine-platform/init; fi
+mkdir -p ${RECORDS_DIR}
+trap 'exit 0' TERM INT
+while :; do sleep 86400 & wait $!; done`,
+];
+
+/** A hostname from the machine's name: letters, digits and hyphens, as DNS allows. */
+export function hostnameOf(name: string): string {
+  const host = name.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63).replace(/-+$/, '');
+  return host === '' ? 'machine' : host;
+}
+
+export interface ContainerSettings {
+  image: string;
+  size: MachineSize;
+  /** The engine network the machine joins (with or without a way out). */
+  network: string;
+  /** `1280x800`: the display's size, for images that have one. */
+  screen: string;
+}
+
+/** Everything the engine is told about a machine's container, in one place, from its size. */
+export function containerSpec(machine: ProviderMachine, settings: ContainerSettings): Docker.ContainerCreateOptions {
+  const { size } = settings;
+  return {
+    name: containerName(machine.id),
+    Image: settings.image,
+    Cmd: MACHINE_INIT,
+    Entrypoint: [],
+    Hostname: hostnameOf(machine.name),
+    WorkingDir: '/root',
+    User: 'root',
+    Env: ['DISPLAY=:1', `MACHINE_SCREEN=${settings.screen}`],
+    Labels: { [MACHINE_ID_LABEL]: machine.id },
+    HostConfig: {
+      Init: true,
+      NanoCpus: Math.round(size.cpus * 1e9),
+      Memory: size.memoryBytes,
+      // No swap: the memory limit is the machine's memory.
+      MemorySwap: size.memoryBytes,
+      PidsLimit: size.pids,
+      Privileged: false,
+      CapDrop: ['ALL'],
+      CapAdd: [...MACHINE_CAPABILITIES],
+      SecurityOpt: ['no-new-privileges'],
+      NetworkMode: settings.network,
+      RestartPolicy: { Name: 'no' },
+      // The init writes nothing worth keeping; a chatty image must not fill the engine's disk.
+      LogConfig: { Type: 'json-file', Config: { 'max-size': '1m', 'max-file': '1' } },
+    },
+  };
+}

@@ -1,0 +1,127 @@
+import Docker from 'dockerode';
+import type { FastifyBaseLogger } from 'fastify';
+import { ConfigError, DEFAULT_MACHINE_IMAGE, type MachinesConfig } from '../../config.ts';
+import { SECOND } from '../../shared/clock.ts';
+import type { MachineProvider, ProviderMachine, ProviderRun } from '../provider.ts';
+import { MACHINE_ID_LABEL, containerName, type ContainerSettings } from './container-spec.ts';
+import { execIn } from './exec.ts';
+import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, statusCodeOf, stopMachine } from './lifecycle.ts';
+import { EGRESS_NETWORK, INTERNAL_NETWORK, ensureNetworks, installFirewall } from './network.ts';
+import { readRunRecord } from './records.ts';
+import { parseRunAnswer, RUN_SCRIPT, type RunRecord } from './run-script.ts';
+import { watchEngine } from './events.ts';
+
+/** How often a running machine is looked at anyway, should the engine's event of its end be missed. */
+const SAFETY_CHECK_MS = 60 * SECOND;
+/** A stop in order: TERM, then KILL after this. */
+const STOP_GRACE_SECONDS = 10;
+/** The screen of machines whose image has one (CONTRACT 16's default). */
+const DEFAULT_SCREEN = '1280x800';
+
+function describeBytes(bytes: number): string {
+  return bytes % 1024 ** 3 === 0 ? `${bytes / 1024 ** 3} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`;
+}
+
+export interface DockerProvider extends MachineProvider {
+  /** The engine, for tests and the bench. */
+  readonly docker: Docker;
+}
+
+/**
+ * MACHINE_PROVIDER=docker: each machine is one container on a Docker Engine
+ * (DOCKER_HOST, as Docker's own clients read it), labelled with its id, with
+ * its size's CPUs, memory and processes as the engine's limits, unprivileged,
+ * on a network that reaches the internet or nothing (MACHINE_EGRESS) and
+ * never the host. A stop keeps the container, and so its whole disk; a
+ * destroy removes it with its volumes. Commands run through the engine's
+ * exec under their run ids (run-script.ts).
+ */
+export function createDockerProvider(config: Readonly<MachinesConfig>, logger: FastifyBaseLogger): DockerProvider {
+  const docker = new Docker();
+  const sizes = Object.keys(config.sizes);
+  const network = config.egress ? EGRESS_NETWORK.name : INTERNAL_NETWORK.name;
+  const settingsOf = (machine: ProviderMachine): ContainerSettings => ({
+    image: config.image,
+    size: config.sizes[machine.size] ?? config.sizes[sizes[0]!]!,
+    network,
+    screen: DEFAULT_SCREEN,
+  });
+  const container = (machine: ProviderMachine) => docker.getContainer(containerName(machine.id));
+
+  return {
+    name: 'docker',
+    docker,
+    sizes,
+    defaultSize: sizes.includes('small') ? 'small' : sizes[0]!,
+    // The longest timeout a command may be given.
+    maxRunMs: 3_600_000,
+
+    async start() {
+      try {
+        await docker.ping();
+      } catch (error) {
+        throw new ConfigError(`DOCKER_HOST: cannot reach the Docker engine at ${process.env.DOCKER_HOST || 'unix:///var/run/docker.sock'} (${engineMessage(error)})`);
+      }
+      for (const image of new Set([config.image, DEFAULT_MACHINE_IMAGE])) {
+        try {
+          await docker.getImage(image).inspect();
+        } catch (error) {
+          if (statusCodeOf(error) !== 404) throw error;
+          const why = image === config.image ? 'the image of every machine' : 'the image the machines’ firewall runs from';
+          throw new ConfigError(`MACHINE_IMAGE: ${image} (${why}) is not on the Docker engine; build it with \`npm run machine-image\``);
+        }
+      }
+      await ensureNetworks(docker);
+      await installFirewall(docker, DEFAULT_MACHINE_IMAGE);
+    },
+
+    // The work happens in the machine's check, right after, outside any transaction: a boot never waits here.
+    async boot(_machine, now) {
+      return { checkAt: now };
+    },
+
+    async observe(machine, now) {
+      if (machine.status === 'starting') {
+        try {
+          await ensureRunning(docker, machine, settingsOf(machine));
+        } catch (error) {
+          // The engine out of reach: asked again later. The engine refusing: the boot failed.
+          if (statusCodeOf(error) === undefined) throw error;
+          logger.warn({ err: error, machineId: machine.id }, 'the engine refused to start a machine');
+          return { observation: { status: 'error', reason: 'boot-failure', message: `The machine could not start: ${engineMessage(error)}` }, checkAt: null };
+        }
+        return { observation: { status: 'running' }, checkAt: now + SAFETY_CHECK_MS };
+      }
+      const info = await inspectMachine(docker, machine.id);
+      if (info === null) return { observation: { status: 'error', reason: 'crash', message: "The machine's container is gone." }, checkAt: null };
+      if (info.State.Running) return { observation: null, checkAt: now + SAFETY_CHECK_MS };
+      return { observation: observationOfExit(info.State, describeBytes(settingsOf(machine).size.memoryBytes)), checkAt: null };
+    },
+
+    stop: (machine) => stopMachine(docker, machine.id, STOP_GRACE_SECONDS),
+    destroy: (machine) => destroyMachine(docker, machine.id),
+
+    async runCommand(machine, run: ProviderRun, signal): Promise<RunRecord | null> {
+      let answer: Buffer;
+      try {
+        ({ stdout: answer } = await execIn(
+          container(machine),
+          ['/bin/sh', '-c', RUN_SCRIPT, 'mp-run', run.id, String(run.timeoutMs / 1000), run.cwd ?? '/root', run.command],
+          { env: run.env, signal },
+        ));
+      } catch (error) {
+        if (signal.aborted) throw error;
+        // Not running (stopped under the run, say): what its disk recorded is the answer, if anything.
+        if (statusCodeOf(error) === 409 || statusCodeOf(error) === 404) return readRunRecord(docker, containerName(machine.id), run.id);
+        throw error;
+      }
+      return parseRunAnswer(answer);
+    },
+
+    async screen(machine) {
+      return { contentType: 'text/plain', body: `${machine.name}: no screen yet` };
+    },
+
+    watch: (notice) => watchEngine(docker, MACHINE_ID_LABEL, notice, logger),
+  };
+}

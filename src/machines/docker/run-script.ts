@@ -1,0 +1,116 @@
+import { StringDecoder } from 'node:string_decoder';
+
+/** CONTRACT 15: at most this much of a run's stdout, of its stderr and of its combined output is kept. */
+export const RUN_OUTPUT_LIMIT = 1024 * 1024;
+
+/** Where a machine keeps its records of runs and processes (on its disk: they outlive the service, not the machine's stop). */
+export const RECORDS_DIR = '/var/lib/machine-platform';
+
+/**
+ * A run, executed in the machine by `/bin/sh` under its run id, as `sh -c
+ * RUN_SCRIPT mp-run <id> <timeout seconds> <cwd> <command>`: any image with a
+ * POSIX shell can do it. The first exec to create the run's record directory
+ * runs the command, its stdout and stderr going to files of the record (and,
+ * in the order they come, to a combined one); the exit code is written last.
+ * Any later exec for the same id (its service process died, or let it go)
+ * waits for that record instead: a command never runs twice. Either way the
+ * answer is one header line, `machine-platform-run 1 <exit code | timeout |
+ * unknown> <stdout bytes> <stderr bytes> <output bytes>`, then the first
+ * RUN_OUTPUT_LIMIT bytes of each. `unknown`: the machine restarted, or the
+ * executing shell died, before the outcome was written.
+ *
+ * The command runs in a session of its own (setsid, where the image has it),
+ * so a timeout kills all it started. Its output is kept whole on the machine's
+ * disk; records of runs that ended over an hour ago are removed as runs start.
+ */
+export const RUN_SCRIPT = `
+set -u
+base=${RECORDS_DIR}/runs
+dir=$base/$1
+boot=$(cut -d' ' -f22 /proc/1/stat 2>/dev/null || echo 0)
+report() {
+  printf 'machine-platform-run 1 %s %s %s %s\\n' "$1" "$(wc -c < "$dir/stdout")" "$(wc -c < "$dir/stderr")" "$(wc -c < "$dir/output")"
+  head -c ${RUN_OUTPUT_LIMIT} "$dir/stdout"
+  head -c ${RUN_OUTPUT_LIMIT} "$dir/stderr"
+  head -c ${RUN_OUTPUT_LIMIT} "$dir/output"
+}
+unknown() {
+  printf 'machine-platform-run 1 unknown 0 0 0\\n'
+  exit 0
+}
+mkdir -p "$base" || exit 97
+if mkdir "$dir" 2>/dev/null; then
+  echo "$$" > "$dir/owner"
+  echo "$boot" > "$dir/boot"
+  find "$base" -mindepth 2 -maxdepth 2 -name exit -mmin +60 2>/dev/null | while read -r old; do rm -rf "\${old%/exit}"; done
+  : > "$dir/stdout"; : > "$dir/stderr"; : > "$dir/output"
+  mkfifo "$dir/out" "$dir/err" || exit 97
+  tee -a "$dir/stdout" < "$dir/out" >> "$dir/output" & t1=$!
+  tee -a "$dir/stderr" < "$dir/err" >> "$dir/output" & t2=$!
+  session=; command -v setsid >/dev/null 2>&1 && session=setsid
+  $session /bin/sh -c 'cd "$1" && exec /bin/sh -c "$2"' sh "$3" "$4" < /dev/null > "$dir/out" 2> "$dir/err" &
+  pid=$!
+  ( trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    sleep "$2" & s=$!; wait "$s"
+    : > "$dir/timedout"; kill -KILL -"$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null ) &
+  dog=$!
+  wait "$pid"; code=$?
+  kill "$dog" 2>/dev/null
+  # What the command started in the background may hold its output open: a second for the rest of it, no more.
+  ( sleep 1; kill "$t1" "$t2" 2>/dev/null ) & late=$!
+  wait "$t1" "$t2"
+  kill "$late" 2>/dev/null
+  [ -f "$dir/timedout" ] && code=timeout
+  echo "$code" > "$dir/exit.new" && mv "$dir/exit.new" "$dir/exit"
+  rm -f "$dir/out" "$dir/err"
+else
+  while [ ! -f "$dir/exit" ]; do
+    started=$(cat "$dir/boot" 2>/dev/null || true)
+    if [ -n "$started" ] && [ "$started" != "$boot" ]; then unknown; fi
+    owner=$(cat "$dir/owner" 2>/dev/null || true)
+    if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null && [ ! -f "$dir/exit" ]; then unknown; fi
+    sleep 0.2
+  done
+fi
+report "$(cat "$dir/exit")"
+`;
+
+/** A run's outcome as the machine recorded it. */
+export interface RunRecord {
+  /** Null when it was killed for its timeout. */
+  exitCode: number | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  output: string;
+  /** Some of it was past RUN_OUTPUT_LIMIT and is not kept. */
+  truncated: boolean;
+}
+
+const HEADER = /^machine-platform-run 1 (\d+|timeout|unknown) (\d+) (\d+) (\d+)\n/;
+
+/** Bytes as text: invalid UTF-8 and a character cut by the limit become U+FFFD; NUL too (PostgreSQL text refuses it). */
+function text(bytes: Buffer): string {
+  return new StringDecoder('utf8').end(bytes).replaceAll('\u0000', '\uFFFD');
+}
+
+/**
+ * The script's answer, or null for `unknown`.
+ * @throws Error when it is not the script's answer (the exec failed before it ran: no shell, no disk).
+ */
+export function parseRunAnswer(answer: Buffer): RunRecord | null {
+  const newline = answer.indexOf(10);
+  const header = HEADER.exec(answer.subarray(0, newline + 1).toString('latin1'));
+  if (header === null) throw new Error(`the machine could not run the command: ${text(answer.subarray(0, 200)).trim() || 'no answer'}`);
+  if (header[1] === 'unknown') return null;
+  const sizes = [Number(header[2]), Number(header[3]), Number(header[4])];
+  const kept = sizes.map((size) => Math.min(size, RUN_OUTPUT_LIMIT));
+  let at = newline + 1;
+  const [stdout, stderr, output] = kept.map((length) => {
+    const part = answer.subarray(at, at + length);
+    at += length;
+    return text(part);
+  });
+  const timedOut = header[1] === 'timeout';
+  return { exitCode: timedOut ? null : Number(header[1]), timedOut, stdout: stdout!, stderr: stderr!, output: output!, truncated: sizes.some((size) => size > RUN_OUTPUT_LIMIT) };
+}
