@@ -81,5 +81,7 @@ function discardTheRest(request: IncomingMessage): void {
     if (socket.writableEnded) return;
     stop();
     socket.removeListener('close', stop);
+    // Node's own again, for a later answer that ends the connection with its body read.
+    Reflect.deleteProperty(socket, 'destroySoon');
   });
 }
