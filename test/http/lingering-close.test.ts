@@ -141,8 +141,9 @@ function serverEnds(ctx: TestContext): (sender: Sender) => Socket {
   return (sender) => sockets.get(sender.localPort())!;
 }
 
+/** A request that announces a terabyte: more than any client here sends before the bound. */
 const oversizedHead = (path: string) =>
-  `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${1024 * MIB}\r\n\r\n`;
+  `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${1024 ** 4}\r\n\r\n`;
 
 /** What the process holds in its JavaScript heap and in Buffers, after a full collection. */
 function memoryInUse(): number {
