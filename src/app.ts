@@ -15,6 +15,7 @@ import { listenForSignals } from './db/signal.listener.ts';
 import { authPlugin } from './http/auth.ts';
 import { answerServerLevelRequests, clientErrorHandler, frameworkErrorHandler, registerErrorHandler } from './http/error-handler.ts';
 import { registerJsonBodies } from './http/json-body.ts';
+import { lingerAfterEarlyAnswers } from './http/lingering-close.ts';
 import { createUrlRedactor } from './http/request-log.ts';
 import { refuseForeignOriginOnMcp } from './http/origin.ts';
 import { refuseUnreadableRequests } from './http/request-guards.ts';
@@ -101,6 +102,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
   answerServerLevelRequests(app.server, config.publicUrl);
+  lingerAfterEarlyAnswers(app.server);
 
   app.setValidatorCompiler(createValidatorCompiler());
   registerJsonBodies(app);

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from './errors.ts';
+import { lingerIfAnsweredEarly } from './lingering-close.ts';
 import { buildProblem, PROBLEM_CONTENT_TYPE } from './problem.ts';
 
 const CODE_BY_CLIENT_STATUS: Record<number, string> = {
@@ -85,10 +86,11 @@ export function clientErrorHandler(publicUrl: string) {
  * Requests Node's server answers itself unless someone listens, so that they
  * get problem+json too: an `Expect` other than `100-continue` (Node: an empty
  * 417) and `CONNECT` (Node: the connection dropped without a word). Neither is
- * routed; their bodies are left unread, so the connection closes after the answer.
+ * routed; their bodies are left unread, so the connection closes after the answer (lingering, as after every early answer).
  */
 export function answerServerLevelRequests(server: Server, publicUrl: string): void {
   server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+    lingerIfAnsweredEarly(response);
     const body = JSON.stringify(buildProblem(publicUrl, 417, 'expectation_failed', 'The only expectation this service meets is "Expect: 100-continue".'));
     response.writeHead(417, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
     response.end(body);

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { sendProblem } from './error-handler.ts';
+import { isLingering } from './lingering-close.ts';
 
 const RETRY_AFTER_SECONDS = '5';
 /** While draining, how often connections with no request in progress are looked for (and closed at the next look). */
@@ -36,7 +37,8 @@ export function refuseWhileClosing(app: FastifyInstance, publicUrl: string): voi
   const closeUnbusyConnections = () => {
     const now = new Set<ServerSocket>();
     for (const socket of connections) {
-      if (socket._httpMessage) continue;
+      // A lingering connection has had its answer and closes within its own bound: closing it now could reset the answer away.
+      if (socket._httpMessage || isLingering(socket)) continue;
       if (unbusy.has(socket)) socket.destroy();
       else now.add(socket);
     }

@@ -7,6 +7,7 @@ import { newId } from '../shared/ids.ts';
 import { generateToken } from '../shared/secrets.ts';
 import { createAdapterFactory } from './oauth.adapter.ts';
 import { sharedSecret } from './oauth.repository.ts';
+import { assertAllowedRedirectUris } from './redirect-uris.ts';
 
 /** Where the authorization server's endpoints live (the issuer is PUBLIC_URL itself, so its metadata is at the root's well-known path). */
 export const OAUTH_ROUTES = {
@@ -73,6 +74,13 @@ export async function createOAuthProvider(deps: Deps, options: ProviderOptions =
       id_token_signed_response_alg: 'ES256',
     },
     clientAuthMethods: ['none', 'client_secret_basic', 'client_secret_post'],
+    // The library's hook for checking client metadata, run for every client it builds (registered or from a metadata document).
+    extraClientMetadata: {
+      properties: ['redirect_uris'],
+      validator: (_ctx, key, value) => {
+        if (key === 'redirect_uris') assertAllowedRedirectUris(value);
+      },
+    },
     interactions: { url: (_ctx, interaction) => `${CONSENT_PAGE}?uid=${encodeURIComponent(interaction.uid)}` },
     // Consent is asked every time: the grant used is only the one the consent page just made.
     loadExistingGrant: async (ctx) => {
