@@ -245,3 +245,62 @@ describe('graceful shutdown', () => {
     }
   });
 });
+
+/** Whether something can listen on the port now: the server has let it go. */
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+describe('npm start', () => {
+  test('SIGTERM to the process `npm start` started frees the port within WEBHOOK_TIMEOUT_MS + 1 s (npm exited and left the server running)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'npm-start-test-'));
+    const database = await freshDatabase(join(dir, 'service.db'));
+    const port = await freePort();
+    const timeoutMs = 10_000;
+    // Its own process group, so that whatever it leaves behind can be cleaned up below.
+    const npm = spawn('npm', ['start'], {
+      cwd: ROOT,
+      detached: true,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? dir,
+        npm_config_update_notifier: 'false',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATABASE_URL: urlWithSchema(database),
+        MAIL_DIR: join(dir, 'mail'),
+        LOG_LEVEL: 'warn',
+        WEBHOOK_TIMEOUT_MS: String(timeoutMs),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    npm.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    npm.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const npmExited = new Promise<number | null>((resolve) => npm.once('exit', (code) => resolve(code)));
+    try {
+      await waitFor('/healthz', npm, async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), () => output);
+      const signalled = Date.now();
+      npm.kill('SIGTERM');
+      let free = false;
+      while (!free && Date.now() - signalled < timeoutMs + 1000) {
+        free = await portIsFree(port);
+        if (!free) await delay(50);
+      }
+      assert.ok(free, `port ${port} is still taken ${timeoutMs + 1000} ms after SIGTERM:\n${output}`);
+      assert.equal(await npmExited, 0, output);
+    } finally {
+      try {
+        process.kill(-npm.pid!, 'SIGKILL');
+      } catch {
+        // the group is gone: nothing was left behind
+      }
+      await database.drop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
