@@ -35,6 +35,8 @@ describe('the real server, as a child process', () => {
   let mailDir: string;
   let database: TestDatabase;
   let output = '';
+  let stdout = '';
+  let stderr = '';
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'server-test-'));
@@ -50,11 +52,17 @@ describe('the real server, as a child process', () => {
       PUBLIC_URL: baseUrl,
       DATABASE_URL: urlWithSchema(database),
       MAIL_DIR: mailDir,
-      LOG_LEVEL: 'warn',
+      LOG_LEVEL: 'info',
     };
     child = spawn(process.execPath, ['src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      stdout += chunk.toString();
+    });
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      stderr += chunk.toString();
+    });
     await waitFor('/healthz', child, async () => ((await fetch(`${baseUrl}/healthz`)).ok ? true : undefined), () => output);
   });
 
@@ -73,6 +81,17 @@ describe('the real server, as a child process', () => {
       assert.equal(response.status, 200, path);
       assert.deepEqual(await response.json(), { ok: true });
     }
+  });
+
+  test('start-up prints one line a person reads on stderr (URL, database, mail, provider); stdout stays JSON lines', async () => {
+    // Written as the server starts listening; the pipe may bring it after /healthz answered.
+    await waitFor('the start-up line', child, async () => (stderr.includes('\n') ? true : undefined), () => output);
+    const lines = stderr.trimEnd().split('\n');
+    assert.equal(lines.length, 1, stderr);
+    assert.match(lines[0]!, new RegExp(`^Machine Platform is ready: dashboard and API at ${baseUrl} .* · ${onPostgres ? 'the PostgreSQL database "[^"]+" on \\S+' : 'the SQLite database at \\S*service\\.db'} · mail as \\.eml files in ${mailDir} \\(SMTP_URL is not set\\) · machines on the simulated provider`));
+    const logLines = stdout.trimEnd().split('\n');
+    for (const line of logLines) assert.doesNotThrow(() => JSON.parse(line), line);
+    assert.ok(logLines.some((line) => JSON.parse(line).msg === 'listening'), stdout);
   });
 
   test('/api/openapi.json describes the account and API key routes', async () => {
