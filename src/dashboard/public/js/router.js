@@ -84,7 +84,7 @@ async function render() {
   replace(app, ...(inApp && account ? appLayout({ account, path: url.pathname, main, onSignOut: signOut }) : authLayout(main)));
   app.removeAttribute('aria-busy');
   // A link to a part of a page (`/billing#card`) lands on that part's heading; any other on the page's h1.
-  const part = url.hash ? main.querySelector(`[id="${CSS.escape(decodeURIComponent(url.hash.slice(1)))}"]`) : null;
+  const part = url.hash ? document.getElementById(url.hash.slice(1)) : null;
   const landing = part?.querySelector('h2[tabindex="-1"]');
   if (landing instanceof HTMLElement) landing.focus();
   else if (ticket > 1) (main.querySelector('h1') ?? main).focus();

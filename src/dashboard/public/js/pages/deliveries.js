@@ -93,11 +93,15 @@ export function deliveriesSection(endpointId, onCleanup) {
 
   function draw() {
     subjects.want(deliveries.shown);
+    // Polling and the subjects arriving redraw the rows: the focused button stays focused.
+    const focused = document.activeElement instanceof HTMLElement && body.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') : null;
     replace(body, deliveries.shown.length === 0
       ? (statusFilter.value || typeFilter.value
         ? h('div', { class: 'empty' }, h('h3', null, 'No matching deliveries'), h('p', null, 'No delivery matches these filters.'))
         : h('div', { class: 'empty' }, h('h3', null, 'No deliveries yet'), h('p', null, 'Send a test event to check that your endpoint answers.')))
       : table('Recent deliveries', ['Event', 'Status', 'Attempts', 'Last response', ''], deliveries.shown.map(row)));
+    const again = focused ? [...body.querySelectorAll('button')].find((button) => button.getAttribute('aria-label') === focused) : undefined;
+    again?.focus();
     replace(footer, deliveries.nextCursor
       ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadMore }, 'Load older deliveries'))
       : null);

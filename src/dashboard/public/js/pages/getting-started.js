@@ -32,6 +32,8 @@ export function gettingStarted({ account, onCreateMachine, refreshChrome }) {
   let facts = null;
   /** @type {number | null} */
   let machines = null;
+  /** What is drawn, so that the machines list's polling redraws nothing (and moves no focus) until a step changes. */
+  let drawn = '';
 
   Promise.all([
     api('GET', '/api/me'),
@@ -52,6 +54,9 @@ export function gettingStarted({ account, onCreateMachine, refreshChrome }) {
   function draw() {
     if (facts === null || machines === null) return;
     const steps = stepsOf(facts, machines, onCreateMachine);
+    const state = steps.map((step) => `${step.id}:${step.done}`).join(' ');
+    if (state === drawn) return;
+    drawn = state;
     const open = steps.filter((step) => !step.done);
     element.hidden = open.length === 0;
     if (open.length === 0) return replace(element);
