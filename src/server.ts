@@ -1,6 +1,7 @@
 import { buildApp, type App } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { describeStartupFailure, type StartupPhase } from './ops/startup-errors.ts';
+import { describeStartup } from './ops/startup-line.ts';
 
 /** CONTRACT 2: a start-up that cannot work says why in one line, naming the variable, and exits 1. */
 function exitWith(line: string): never {
@@ -39,6 +40,8 @@ try {
   failedToStart(error, 'listen', config);
 }
 app.deps.logger.info({ address, role: config.role }, 'listening');
+// For the person who started it: stderr, so that stdout stays JSON lines for log shippers.
+if (config.logLevel !== 'silent') process.stderr.write(`${describeStartup(config, address)}\n`);
 
 let closing = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {

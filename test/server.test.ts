@@ -35,6 +35,8 @@ describe('the real server, as a child process', () => {
   let mailDir: string;
   let database: TestDatabase;
   let output = '';
+  let stdout = '';
+  let stderr = '';
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'server-test-'));
@@ -50,11 +52,17 @@ describe('the real server, as a child process', () => {
       PUBLIC_URL: baseUrl,
       DATABASE_URL: urlWithSchema(database),
       MAIL_DIR: mailDir,
-      LOG_LEVEL: 'warn',
+      LOG_LEVEL: 'info',
     };
     child = spawn(process.execPath, ['src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      stdout += chunk.toString();
+    });
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      stderr += chunk.toString();
+    });
     await waitFor('/healthz', child, async () => ((await fetch(`${baseUrl}/healthz`)).ok ? true : undefined), () => output);
   });
 
@@ -73,6 +81,17 @@ describe('the real server, as a child process', () => {
       assert.equal(response.status, 200, path);
       assert.deepEqual(await response.json(), { ok: true });
     }
+  });
+
+  test('start-up prints one line a person reads on stderr (URL, database, mail, provider); stdout stays JSON lines', async () => {
+    // Written as the server starts listening; the pipe may bring it after /healthz answered.
+    await waitFor('the start-up line', child, async () => (stderr.includes('\n') ? true : undefined), () => output);
+    const lines = stderr.trimEnd().split('\n');
+    assert.equal(lines.length, 1, stderr);
+    assert.match(lines[0]!, new RegExp(`^Machine Platform is ready: dashboard and API at ${baseUrl} .* · ${onPostgres ? 'the PostgreSQL database "[^"]+" on \\S+' : 'the SQLite database at \\S*service\\.db'} · mail as \\.eml files in ${mailDir} \\(SMTP_URL is not set\\) · machines on the simulated provider`));
+    const logLines = stdout.trimEnd().split('\n');
+    for (const line of logLines) assert.doesNotThrow(() => JSON.parse(line), line);
+    assert.ok(logLines.some((line) => JSON.parse(line).msg === 'listening'), stdout);
   });
 
   test('/api/openapi.json describes the account and API key routes', async () => {
@@ -240,6 +259,65 @@ describe('graceful shutdown', () => {
       assert.equal(await exited, 0, service.stderr());
     } finally {
       await service.kill('SIGKILL');
+      await database.drop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** Whether something can listen on the port now: the server has let it go. */
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+describe('npm start', () => {
+  test('SIGTERM to the process `npm start` started frees the port within WEBHOOK_TIMEOUT_MS + 1 s (npm exited and left the server running)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'npm-start-test-'));
+    const database = await freshDatabase(join(dir, 'service.db'));
+    const port = await freePort();
+    const timeoutMs = 10_000;
+    // Its own process group, so that whatever it leaves behind can be cleaned up below.
+    const npm = spawn('npm', ['start'], {
+      cwd: ROOT,
+      detached: true,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? dir,
+        npm_config_update_notifier: 'false',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATABASE_URL: urlWithSchema(database),
+        MAIL_DIR: join(dir, 'mail'),
+        LOG_LEVEL: 'warn',
+        WEBHOOK_TIMEOUT_MS: String(timeoutMs),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    npm.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    npm.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const npmExited = new Promise<number | null>((resolve) => npm.once('exit', (code) => resolve(code)));
+    try {
+      await waitFor('/healthz', npm, async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), () => output);
+      const signalled = Date.now();
+      npm.kill('SIGTERM');
+      let free = false;
+      while (!free && Date.now() - signalled < timeoutMs + 1000) {
+        free = await portIsFree(port);
+        if (!free) await delay(50);
+      }
+      assert.ok(free, `port ${port} is still taken ${timeoutMs + 1000} ms after SIGTERM:\n${output}`);
+      assert.equal(await npmExited, 0, output);
+    } finally {
+      try {
+        process.kill(-npm.pid!, 'SIGKILL');
+      } catch {
+        // the group is gone: nothing was left behind
+      }
       await database.drop();
       await rm(dir, { recursive: true, force: true });
     }

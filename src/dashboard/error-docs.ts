@@ -65,8 +65,8 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   },
   payment_required: {
     status: 402,
-    description: 'The balance is zero or below, so machines cannot be created, started or claimed (and running ones were stopped, reason `balance-empty`).',
-    fix: 'Add a card and confirm your email address to receive the welcome credit, or top up on the Billing page (`POST /api/billing/top-ups`).',
+    description: 'The balance is zero or below, so machines cannot be created, started or claimed (machines that were running when it ran out were stopped, reason `balance-empty`). A new account starts at zero. The detail names the next step for this account.',
+    fix: 'A new account: confirm your email address and add a card (in test mode, `4242 4242 4242 4242`); the welcome credit then arrives at once. Afterwards: top up on the Billing page (`POST /api/billing/top-ups`).',
   },
   card_declined: {
     status: 402,

@@ -9,7 +9,7 @@ import { newId } from '../shared/ids.ts';
 import { generateSigningSecret } from '../shared/secrets.ts';
 import { deleteEndpointRow, findEndpointRow, insertEndpoint, listEndpointRows, toEndpoint, updateEndpointRow, countEndpoints, type Endpoint } from './endpoints.repository.ts';
 import { announce } from '../db/signals.ts';
-import { checkHostLiteral, RefusedTargetError } from './targets.ts';
+import { ALLOW_PRIVATE_TARGETS_HINT, checkHostLiteral, RefusedTargetError } from './targets.ts';
 
 export const MAX_ENDPOINTS_PER_ACCOUNT = 10;
 export const URL_MAX_LENGTH = 2048;
@@ -46,7 +46,7 @@ function validUrl(deps: Deps, value: string): string {
     try {
       checkHostLiteral(url.hostname);
     } catch (error) {
-      if (error instanceof RefusedTargetError) throw invalidRequest(`url is not reachable from the internet: ${error.message}.`);
+      if (error instanceof RefusedTargetError) throw invalidRequest(`url is not reachable from the internet: ${error.message}; ${ALLOW_PRIVATE_TARGETS_HINT}.`);
       throw error;
     }
   }

@@ -1,7 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Agent, type Dispatcher } from 'undici';
 import type { WebhookConfig } from '../config.ts';
-import { checkHostLiteral, checkedLookup, createDnsResolver, RefusedTargetError, uncheckedLookup, type ResolveAll } from './targets.ts';
+import { ALLOW_PRIVATE_TARGETS_HINT, checkHostLiteral, checkedLookup, createDnsResolver, RefusedTargetError, uncheckedLookup, type ResolveAll } from './targets.ts';
 
 export const RESPONSE_BODY_LIMIT = 1024;
 const PARSED_URLS_KEPT = 10_000;
@@ -222,14 +222,29 @@ const FAILURE_BY_CODE: Record<string, string> = {
   UND_ERR_CLOSED: 'connection closed',
 };
 
+/** OpenSSL's codes for a certificate chain that leads to no CA in Node's trust store. */
+const UNTRUSTED_CERTIFICATE = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'CERT_UNTRUSTED',
+]);
+
 function describeFailure(error: unknown): string {
   const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
   for (const candidate of [error, cause]) {
-    if (candidate instanceof RefusedTargetError) return `refused target: ${candidate.message}`;
+    if (candidate instanceof RefusedTargetError) return `refused target: ${candidate.message}; ${ALLOW_PRIVATE_TARGETS_HINT}`;
   }
   const code = (error as { code?: string }).code ?? (cause as { code?: string }).code;
   if (code !== undefined && FAILURE_BY_CODE[code]) return FAILURE_BY_CODE[code];
-  const message = error instanceof Error ? error.message : String(error);
+  // Node adds "…; if the root CA is installed locally, try running Node.js with --use-system-ca": advice for
+  // whoever runs the service, in words that do not say which setting of ours, or which file, it is about.
+  const message = (error instanceof Error ? error.message : String(error)).replace(/;\s*if the root CA is installed locally.*$/s, '');
+  if (code !== undefined && UNTRUSTED_CERTIFICATE.has(code)) {
+    return `TLS error: the receiver's certificate is not trusted (${message}); for a private CA or a self-signed certificate, start the service with NODE_EXTRA_CA_CERTS=<that CA's or certificate's PEM file>`;
+  }
   if (code !== undefined && /CERT|TLS|SSL/i.test(code)) return `TLS error: ${message}`;
   return message;
 }

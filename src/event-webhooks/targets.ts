@@ -92,6 +92,9 @@ export class RefusedTargetError extends Error {
   override name = 'RefusedTargetError';
 }
 
+/** What a refusal tells the person who runs the service and meant a receiver on this machine or network. */
+export const ALLOW_PRIVATE_TARGETS_HINT = 'a receiver on this machine or a private network needs WEBHOOK_ALLOW_PRIVATE_TARGETS=on on the service (local development only)';
+
 /** Hostnames that always mean this machine, refused before any lookup. */
 export function isLocalHostname(hostname: string): boolean {
   const host = hostname.toLowerCase().replace(/\.$/, '');

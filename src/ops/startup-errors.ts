@@ -28,7 +28,7 @@ function messageOf(error: unknown): string {
 }
 
 /** The database the URL names, without its credentials (they must not reach a terminal or a log). */
-function databaseOf(databaseUrl: string): string {
+export function databaseOf(databaseUrl: string): string {
   if (databaseUrl.startsWith('sqlite:')) return `the SQLite database at ${databaseUrl.slice('sqlite:'.length)}`;
   try {
     const url = new URL(databaseUrl);

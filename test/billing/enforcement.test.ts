@@ -5,7 +5,7 @@ import type { TestContext } from '../support/app.ts';
 import { createMachine, finishBoot, newOwner, workerPass, type Envelope, type Owner } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';
 import { eventually, startReceiver, type Receiver } from '../support/receiver.ts';
-import { billingOf, createBillingTestApp, ledgerOf, saveCard, topUp } from './helpers.ts';
+import { billingOf, confirmEmail, createBillingTestApp, ledgerOf, saveCard, topUp } from './helpers.ts';
 
 /** large: 36 USD/h, 0.01 USD a second, so 5 USD lasts a few minutes for a few machines. */
 const ENV = { MACHINE_PRICES: 'small=0.05,medium=0.10,large=36', METERING_INTERVAL: '20s', LOW_BALANCE: '1.00' };
@@ -36,6 +36,30 @@ describe('enforcement: an empty balance stops machines (balance-empty) and is 40
     assertProblem(await owner.call('POST', '/api/machines', { name: 'too-early' }), 402, 'payment_required');
     assertProblem(await owner.call('POST', '/api/pools', { name: 'early-pool', size: 'large', count: 1 }).then(() => owner.call('POST', '/api/machines', { name: 'claimed', pool: 'early-pool' })), 402, 'payment_required');
     await owner.call('DELETE', `/api/pools/${(await owner.call('GET', '/api/pools')).json().data[0].id}`);
+  });
+
+  test('the 402 names the step still missing for the welcome credit, then a top-up once it is spent (it said "add a card and confirm your email" to an account that had confirmed it)', async () => {
+    const other = await newOwner(ctx);
+    const refusal = async () => {
+      const response = await other.call('POST', '/api/machines', { name: 'first' });
+      assertProblem(response, 402, 'payment_required');
+      return response.json().detail as string;
+    };
+    assert.equal(await refusal(), 'The balance is empty. For the welcome credit of $10.00, confirm your email address (the link in the confirmation mail; POST /api/me/verify-email sends a new one) and add a card (the Billing page, or PUT /api/billing/payment-method; in test mode the card 4242 4242 4242 4242 is accepted and never charged), then try again.');
+    await confirmEmail(ctx, other.user);
+    assert.equal(await refusal(), 'The balance is empty. Your email address is confirmed: add a card (the Billing page, or PUT /api/billing/payment-method; in test mode the card 4242 4242 4242 4242 is accepted and never charged) and the welcome credit of $10.00 arrives at once. Then try again.');
+
+    const third = await newOwner(ctx);
+    await saveCard(third);
+    const response = await third.call('POST', '/api/machines', { name: 'first' });
+    assertProblem(response, 402, 'payment_required');
+    assert.equal(response.json().detail, 'The balance is empty. A card is saved: confirm your email address (the link in the confirmation mail; POST /api/me/verify-email sends a new one) and the welcome credit of $10.00 arrives at once. Then try again.');
+
+    // The credit, spent: only a top-up helps now.
+    await saveCard(other);
+    assert.equal((await billingOf(other)).balance, '10.000000');
+    await ctx.app.deps.db.updateTable('billing_accounts').set({ balance_micros: 0 }).where('account_id', '=', other.user.id).execute();
+    assert.equal(await refusal(), 'The balance is empty. Top up on the Billing page (POST /api/billing/top-ups), then try again.');
   });
 
   test('the balance runs out: one low-balance mail, then every starting or running machine (pooled too) stops with reason balance-empty, delivered to a real HTTPS receiver', async () => {

@@ -38,7 +38,10 @@ describe('dashboard in Chromium: billing', () => {
     const checklist = page.getByRole('list', { name: 'Welcome credit checklist' });
     assert.deepEqual(await checklist.locator('li').allTextContents(), ['To do Confirm your email address', 'To do Add a card']);
     await page.locator('[data-test-mode]').getByText('Test mode:').waitFor();
-    await page.getByRole('region', { name: 'Balance' }).getByText('Your balance is empty.').waitFor();
+    // A new account is told its next step, not that its machines were stopped (it never had one).
+    const banner = page.locator('#balance-banner');
+    await banner.getByText('Machines need a balance.').waitFor();
+    assert.doesNotMatch(await banner.innerText(), /empty|stopped/);
 
     // A declined card: the form says so, nothing is saved.
     const form = page.getByRole('form', { name: 'Add card' });
@@ -54,7 +57,12 @@ describe('dashboard in Chromium: billing', () => {
     await page.locator('[data-card="4242"]').getByText('Visa •••• 4242').waitFor();
     assert.deepEqual(await checklist.locator('li').allTextContents(), ['To do Confirm your email address', 'Done Add a card']);
     assert.ok(!(await page.content()).includes('4242 4242 4242 4242') || (await page.content()).includes('Use 4242 4242 4242 4242'), 'the number left with the form');
+    // Saved: the form folds away (it stayed open), and opens again empty to replace the card.
+    assert.equal(await page.getByRole('form', { name: 'Replace card' }).count(), 0, 'the card form is collapsed');
+    await page.getByRole('button', { name: 'Change card' }).click();
     assert.equal(await page.getByRole('form', { name: 'Replace card' }).getByLabel('Card number').inputValue(), '');
+    await page.getByRole('button', { name: 'Change card' }).click();
+    assert.equal(await page.getByRole('form', { name: 'Replace card' }).count(), 0);
 
     // The confirmation link from the mail, opened in the browser.
     await jobsSettled(live);
@@ -81,9 +89,12 @@ describe('dashboard in Chromium: billing', () => {
     await page.goto(`${live.baseUrl}/machines`);
     await page.getByRole('button', { name: 'Create machine' }).click();
     const dialog = page.getByRole('dialog', { name: 'Create machine' });
-    await dialog.getByText('small $0.05/h, medium $0.10/h, large $36.00/h').waitFor();
+    // The size is a choice, each with its price per hour (it was free text).
+    const size = dialog.getByRole('combobox', { name: 'Size' });
+    await dialog.locator('option[value="large"]', { hasText: '$36.00/h' }).waitFor({ state: 'attached' });
+    assert.deepEqual(await size.locator('option').allTextContents(), ['small · $0.05/h', 'medium · $0.10/h', 'large · $36.00/h']);
     await dialog.getByLabel('Name').fill('metered-agent');
-    await dialog.getByLabel('Size').fill('large');
+    await size.selectOption('large');
     await dialog.getByRole('button', { name: 'Create machine' }).click();
     await dialog.getByRole('button', { name: 'Done' }).click();
     live.clock.advance(BOOT_MS);
@@ -116,6 +127,38 @@ describe('dashboard in Chromium: billing', () => {
     }
     await page.goto(`${live.baseUrl}/machines`);
     await page.getByRole('region', { name: 'Balance' }).getByText('Your balance is low.').waitFor();
+    assert.deepEqual(problems, []);
+  });
+
+  test('money to the cent with the exact amount on hover (it showed $9.999871 and −$0.00001); transactions name their machine (they showed its id)', async () => {
+    const [large] = (await call('GET', '/api/machines')).json().data;
+    assert.equal((await call('POST', `/api/machines/${large.id}/stop`)).statusCode, 200);
+    await jobsSettled(live);
+    const before = (await call('GET', '/api/billing')).json().balance as string;
+    const tiny = (await call('POST', '/api/machines', { name: 'tiny-agent', size: 'small' })).json();
+    live.clock.advance(BOOT_MS);
+    await jobsSettled(live);
+    live.clock.advance(60_000);
+    await jobsSettled(live);
+    assert.equal((await call('POST', `/api/machines/${tiny.id}/stop`)).statusCode, 200);
+    await jobsSettled(live);
+    // A minute of small (0.05 USD/h), rounded up to the micro-dollar: 0.000834.
+    const balance = (await call('GET', '/api/billing')).json().balance as string;
+    assert.equal(Math.round((Number(before) - Number(balance)) * 1e6), 834);
+
+    await page.goto(`${live.baseUrl}/billing`);
+    await settled(page);
+    const shown = page.locator('[data-balance] .money');
+    assert.equal(await shown.textContent(), `$${Number(balance).toFixed(2)}`);
+    assert.equal(await shown.getAttribute('title'), `$${balance.replace(/0+$/, '')} exactly`);
+    const charge = page.locator('#transactions tr[data-kind="usage"]', { has: page.getByText('tiny-agent', { exact: true }) });
+    assert.equal(await charge.count(), 1, 'the charge names its machine');
+    const amount = charge.locator('td[data-label="Amount"] .money');
+    assert.equal(await amount.textContent(), '−<$0.01');
+    assert.equal(await amount.getAttribute('title'), '−$0.000834 exactly');
+    assert.equal(await charge.locator('[data-machine-id]').getAttribute('title'), tiny.id, 'the id on hover');
+    const names = await page.locator('#transactions tr[data-kind="usage"] [data-machine-id]').allTextContents();
+    assert.ok(names.length > 1 && names.every((name) => name === 'metered-agent' || name === 'tiny-agent'), names.join(', '));
     assert.deepEqual(problems, []);
   });
 

@@ -66,6 +66,74 @@ describe('dashboard in Chromium: event history', () => {
     await eventually(async () => ((await page.locator('tr[data-delivery-id]').count()) === 2 ? true : undefined), 'both listed again');
   });
 
+  test('the endpoint page: deliveries first, behind an inline filter bar, each naming the machine or run it is about (they were ~900 px down, and rows of one type looked alike)', async () => {
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/named`, events: ['machine.created', 'run.failed'], description: 'Named' })).json();
+    receiver.answer = 200;
+    const machine = { id: 'mch_01jd0000000000000000000042', name: 'build-box', status: 'running', size: 'small', externalId: '', labels: {} };
+    const created = await inTransaction(live.app.deps.db, (tx) => emitEvent(live.app.deps, tx, { accountId: user.id, type: 'machine.created', data: { machine, detail: {} } }));
+    const failedRun = await inTransaction(live.app.deps.db, (tx) => emitEvent(live.app.deps, tx, {
+      accountId: user.id, type: 'run.failed', data: { run: { id: 'run_01jd0000000000000000000007', source: 'manual', sourceId: null, status: 'failed', output: 'exit 1' }, machine: { id: machine.id, name: machine.name, externalId: '', labels: {} } },
+    }));
+    await settledStatus(endpoint.id, created.id, 'delivered');
+    await settledStatus(endpoint.id, failedRun.id, 'delivered');
+
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    const rowOf = (type: string) => page.locator('tr[data-delivery-id]').filter({ hasText: type });
+    await rowOf('machine.created').locator('[data-subject="build-box"]').waitFor();
+    assert.equal(await rowOf('machine.created').locator('[data-subject]').getAttribute('title'), machine.id, 'the machine id on hover');
+    await rowOf('run.failed').locator('[data-subject="run on build-box"]').waitFor();
+    assert.equal(await rowOf('run.failed').locator('[data-subject]').getAttribute('title'), 'run_01jd0000000000000000000007');
+
+    const top = (selector: string) => page.locator(selector).evaluate((element) => element.getBoundingClientRect().top + scrollY);
+    assert.ok(await top('#deliveries') < await top('#settings'), 'deliveries come before the settings');
+    assert.ok(await top('#deliveries') < 450, `the deliveries start within the first screen (${await top('#deliveries')} px)`);
+    const bar = page.getByRole('group', { name: 'Filter deliveries' });
+    const boxes = await Promise.all([bar.getByRole('combobox', { name: 'Filter by status' }), bar.getByRole('combobox', { name: 'Filter by event type' }), bar.getByRole('button', { name: 'Refresh' })].map((control) => control.boundingBox()));
+    assert.ok(boxes.every((box) => box !== null && Math.abs(box.y - boxes[0]!.y) <= 4), 'the filters and Refresh share one line');
+    assert.ok(boxes.slice(0, 2).every((box) => box!.width < 320), `the filters are as wide as their choices (${boxes.map((box) => Math.round(box!.width)).join(', ')} px)`);
+  });
+
+  test('the attempt log dialog: wide at 1280 px with each time on one line; at 375 px it opens with its title and close button in view (they were scrolled off)', async () => {
+    const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/attempts`, events: ['machine.created'], description: 'Attempts' })).json();
+    receiver.answer = 503;
+    const failed = await emit('machine.created');
+    await settledStatus(endpoint.id, failed.id, 'failed');
+    receiver.answer = 200;
+    const deliveryId = (await deliveries(endpoint.id)).find((d) => d.eventId === failed.id)!.id;
+
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    await page.getByRole('button', { name: `Details of delivery ${deliveryId}` }).click();
+    let dialog = page.getByRole('dialog', { name: 'Delivery' });
+    const log = dialog.getByRole('table', { name: 'Attempt log' });
+    await log.waitFor();
+    const width = (await dialog.boundingBox())!.width;
+    assert.ok(width >= 1000, `the dialog is ${Math.round(width)} px wide at 1280 px (was 720)`);
+    const times = await log.locator('td[data-label="Time"]').evaluateAll((cells) => cells.map((cell) => cell.getBoundingClientRect().height / parseFloat(getComputedStyle(cell).lineHeight)));
+    assert.equal(times.length, 3);
+    assert.ok(times.every((lines) => lines < 2.5), `each time on one line (row heights in lines: ${times.map((lines) => lines.toFixed(1)).join(', ')})`);
+    await page.keyboard.press('Escape');
+
+    await page.setViewportSize({ width: 375, height: 812 });
+    await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+    await page.getByRole('button', { name: `Details of delivery ${deliveryId}` }).click();
+    dialog = page.getByRole('dialog', { name: 'Delivery' });
+    await dialog.getByRole('table', { name: 'Attempt log' }).waitFor();
+    const inView = async () => {
+      const title = (await dialog.getByRole('heading', { name: 'Delivery' }).boundingBox())!;
+      const close = (await dialog.getByRole('button', { name: 'Close', exact: true }).first().boundingBox())!;
+      return [title, close].every((box) => box.y >= 0 && box.y + box.height <= 812 && box.x >= 0 && box.x + box.width <= 375);
+    };
+    assert.ok(await inView(), 'the title and the close button are in view as the dialog opens');
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), 'Close', 'focus starts on the close button, at the top');
+    // Down to the footer's Close: the header stays.
+    await dialog.locator('.dialog__footer').getByRole('button', { name: 'Close', exact: true }).focus();
+    assert.ok(await inView(), 'still in view with the dialog scrolled to its end');
+    await page.keyboard.press('Escape');
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
   test('"Recover failed since…" sends the failed deliveries again', async () => {
     const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/recover`, events: ['machine.created'], description: 'Recover' })).json();
     receiver.answer = 500;

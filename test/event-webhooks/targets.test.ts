@@ -1,8 +1,13 @@
 import { strict as assert } from 'node:assert';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { forbiddenReason } from '../../src/event-webhooks/targets.ts';
 import { asSession, createTestApp, registerUser, type TestContext, type TestUser } from '../support/app.ts';
 import { startReceiver, type Receiver } from '../support/receiver.ts';
+import { hasOpenssl, makeSelfSignedCertificate } from '../support/self-signed.ts';
 import { createEndpoint, deliveriesOf, emit } from './helpers.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -102,6 +107,7 @@ describe('webhook targets when private targets are not allowed', () => {
       assert.equal(response.statusCode, 400, url);
       assert.equal(response.json().code, 'invalid_request');
       assert.match(response.json().detail, /not reachable from the internet/);
+      assert.match(response.json().detail, /WEBHOOK_ALLOW_PRIVATE_TARGETS=on/, 'names the setting that allows it');
     }
     const listed = await ctx.app.inject({ method: 'GET', url: '/api/event-webhooks', headers: asSession(user.session) });
     assert.equal(listed.json().data.length, 0);
@@ -138,7 +144,11 @@ describe('webhook targets when private targets are not allowed', () => {
   test('a hostname that resolves to 127.0.0.1 is refused at the attempt, with a clear error', async () => {
     const endpoint = await createEndpoint(ctx, user, { url: `https://rebind.test:${hook.port}/hook` });
     const response = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${endpoint.id}/test`, headers: asSession(user.session) });
-    assert.deepEqual(response.json(), { ok: false, status: null, error: 'refused target: rebind.test resolves to 127.0.0.1, a loopback address' });
+    assert.deepEqual(response.json(), {
+      ok: false,
+      status: null,
+      error: 'refused target: rebind.test resolves to 127.0.0.1, a loopback address; a receiver on this machine or a private network needs WEBHOOK_ALLOW_PRIVATE_TARGETS=on on the service (local development only)',
+    });
     await emit(ctx, user.id, 'machine.created');
     const failed = await eventually(async () => (await deliveriesOf(ctx, user, endpoint.id)).find((d) => d.eventType === 'machine.created' && d.status === 'failed'));
     assert.match(String(failed.lastResponse?.error), /refused target/);
@@ -155,5 +165,38 @@ describe('webhook targets when private targets are not allowed', () => {
     const endpoint = await createEndpoint(ctx, user, { url: 'https://nowhere.test/hook' });
     const response = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${endpoint.id}/test`, headers: asSession(user.session) });
     assert.deepEqual(response.json(), { ok: false, status: null, error: 'host not found' });
+  });
+});
+
+describe('a receiver whose certificate the service does not trust', { skip: !(await hasOpenssl()) && 'needs openssl' }, () => {
+  let ctx: TestContext;
+  let user: TestUser;
+  let dir: string;
+  let server: Server;
+
+  before(async () => {
+    ctx = await createTestApp({ realClock: true });
+    user = await registerUser(ctx);
+    dir = await mkdtemp(join(tmpdir(), 'untrusted-'));
+    // Self-signed and not in NODE_EXTRA_CA_CERTS (the test CA is).
+    const { key, cert } = await makeSelfSignedCertificate(dir);
+    server = createServer({ key: await readFile(key), cert: await readFile(cert) }, (_request, response) => response.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  });
+  after(async () => {
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+    await ctx.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('the test send names NODE_EXTRA_CA_CERTS, not Node\'s generic --use-system-ca', async () => {
+    const port = (server.address() as { port: number }).port;
+    const endpoint = await createEndpoint(ctx, user, { url: `https://127.0.0.1:${port}/hook` });
+    const response = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${endpoint.id}/test`, headers: asSession(user.session) });
+    const { ok, status, error } = response.json();
+    assert.deepEqual([ok, status], [false, null]);
+    assert.match(error, /^TLS error: the receiver's certificate is not trusted \(self[- ]signed certificate\); for a private CA or a self-signed certificate, start the service with NODE_EXTRA_CA_CERTS=/);
+    assert.doesNotMatch(error, /use-system-ca/);
   });
 });

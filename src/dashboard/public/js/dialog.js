@@ -19,17 +19,19 @@ const openDialogs = new Set();
 const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]):not([type="hidden"]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
 
 /**
- * @param {{ title: string, content: Child[], wide?: boolean, onClose?: () => void }} options
+ * `size`: `wide` for forms, `widest` for tables (an attempt log). `initialFocus`:
+ * `close` opens a dialog that only shows something on its close button, so it
+ * opens at its top rather than scrolled to its first control.
+ * @param {{ title: string, content: Child[], wide?: boolean, size?: 'normal' | 'wide' | 'widest', initialFocus?: 'content' | 'close', onClose?: () => void }} options
  * @returns {DialogHandle}
  */
-export function openDialog({ title, content, wide = false, onClose }) {
+export function openDialog({ title, content, wide = false, size = wide ? 'wide' : 'normal', initialFocus = 'content', onClose }) {
   const opener = document.activeElement instanceof HTMLElement ? document.activeElement : null;
   const titleId = uid('dialog-title');
   const body = h('div', { class: 'dialog__body' });
-  const element = /** @type {HTMLDialogElement} */ (h('dialog', { class: wide ? 'dialog dialog--wide' : 'dialog', 'aria-labelledby': titleId },
-    h('div', { class: 'dialog__header' },
-      h('h2', { id: titleId }, title),
-      h('button', { type: 'button', class: 'btn btn--ghost btn--icon', 'aria-label': 'Close', onclick: () => handle.close() }, '×')),
+  const closeButton = h('button', { type: 'button', class: 'btn btn--ghost btn--icon', 'aria-label': 'Close', onclick: () => handle.close() }, '×');
+  const element = /** @type {HTMLDialogElement} */ (h('dialog', { class: size === 'normal' ? 'dialog' : `dialog dialog--${size}`, 'aria-labelledby': titleId },
+    h('div', { class: 'dialog__header' }, h('h2', { id: titleId }, title), closeButton),
     body));
 
   let closed = false;
@@ -64,7 +66,8 @@ export function openDialog({ title, content, wide = false, onClose }) {
   document.body.append(element);
   openDialogs.add(handle);
   element.showModal();
-  focusFirst(body, element);
+  if (initialFocus === 'close') closeButton.focus();
+  else focusFirst(body, element);
   return handle;
 }
 

@@ -2,6 +2,7 @@
 
 const absolute = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
+const precise = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
 
 const UNITS = /** @type {const} */ ([
   ['year', 365 * 24 * 3600],
@@ -15,6 +16,11 @@ const UNITS = /** @type {const} */ ([
 /** @param {string} iso */
 export function formatDate(iso) {
   return absolute.format(new Date(iso));
+}
+
+/** To the second, without the year: "Nov 22, 10:00:07 AM" (attempts seconds apart). @param {string} iso */
+export function formatPrecise(iso) {
+  return precise.format(new Date(iso));
 }
 
 /** "3 minutes ago", "in 2 hours", "just now". @param {string} iso */

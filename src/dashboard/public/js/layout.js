@@ -1,11 +1,15 @@
 // The two frames every page sits in: the signed-in app (top bar, navigation,
 // confirmation banner) and the centred card of the sign-in pages.
-import { api, messageOf } from './api.js';
+import { api, itemsOf, messageOf } from './api.js';
+import { loadBilling, nextPaymentStep } from './billing-status.js';
 import { h, replace } from './dom.js';
 import { toast } from './toast.js';
 
 /** @typedef {import('./dom.js').Child} Child */
 /** @typedef {import('./session.js').Account} Account */
+
+/** Where a signed-in person lands: the machines, with the getting-started checklist while the account is new. */
+export const HOME = '/machines';
 
 const NAV = [
   { href: '/machines', label: 'Machines' },
@@ -47,7 +51,7 @@ export function appLayout({ account, path, main, onSignOut }) {
           signOut))),
     // On /account the Profile card offers the same button beside the address: one is enough.
     account.emailVerified ? null : confirmationBanner(account, path !== '/account'),
-    balanceBanner(),
+    balanceBanner(path),
     main,
   ];
 }
@@ -79,23 +83,40 @@ function confirmationBanner(account, withResend) {
 }
 
 /**
- * Shown on every page when the balance is low or empty (and billing is on):
- * drawn once the balance is known, nothing until then.
+ * Shown on every page when billing is on and machines cannot run or soon
+ * will not: drawn once the balance is known, nothing until then. It says only
+ * what is true of this account: a new one is told its next step (nothing of
+ * it was ever stopped; on home the checklist says it), one whose money ran out
+ * that its machines stopped (when machine time is what emptied it).
  */
-function balanceBanner() {
+/** @param {string} path */
+function balanceBanner(path) {
   const slot = h('div', { hidden: true });
-  Promise.all([api('GET', '/api/billing'), api('GET', '/api/billing/settings')]).then(([billing, settings]) => {
+  loadBilling().then(async ({ billing, settings }) => {
     if (!settings.enabled) return;
-    const balance = Number(billing.balance);
-    const link = h('a', { href: '/billing' }, 'Go to Billing');
+    const step = nextPaymentStep(billing, settings);
+    /** @type {Child[]} */
     let text;
-    if (balance <= 0) text = [h('strong', null, 'Your balance is empty. '), 'Machines cannot be created or started, and running ones were stopped. Top up or get the welcome credit. '];
-    else if (balance < Number(settings.lowBalance)) text = [h('strong', null, 'Your balance is low. '), 'Running machines stop when it reaches zero. '];
-    else return;
-    replace(slot, h('div', { class: 'banner banner--billing', role: 'region', 'aria-label': 'Balance', id: 'balance-banner' },
-      h('div', { class: 'banner__inner' }, h('span', { class: 'banner__text' }, ...text, link))));
+    let urgent = true;
+    if (step !== null) {
+      const [newest] = itemsOf(await api('GET', '/api/billing/transactions?limit=1'));
+      if (newest === undefined) {
+        // A new account: nothing ran out, nothing was stopped; it has a step to take (home lists them all).
+        if (path === HOME) return;
+        text = [h('strong', null, 'Machines need a balance. '), `${step.text} `];
+        urgent = false;
+      } else {
+        // Machine time emptied it: enforcement stopped what was running.
+        const stopped = newest.kind === 'usage' ? ', and the machines that were running stopped when it ran out' : '';
+        text = [h('strong', null, 'Your balance is empty. '), `Machines cannot be created or started${stopped}. ${step.text} `];
+      }
+    } else if (Number(billing.balance) < Number(settings.lowBalance)) {
+      text = [h('strong', null, 'Your balance is low. '), 'Running machines stop when it reaches zero. '];
+    } else return;
+    replace(slot, h('div', { class: urgent ? 'banner banner--billing' : 'banner', role: 'region', 'aria-label': 'Balance', id: 'balance-banner' },
+      h('div', { class: 'banner__inner' }, h('span', { class: 'banner__text' }, ...text, h('a', { href: '/billing' }, 'Go to Billing')))));
     slot.hidden = false;
-  }, () => {});
+  }).catch(() => {});
   return slot;
 }
 

@@ -83,7 +83,11 @@ async function render() {
   document.title = `${title} · Machine Platform`;
   replace(app, ...(inApp && account ? appLayout({ account, path: url.pathname, main, onSignOut: signOut }) : authLayout(main)));
   app.removeAttribute('aria-busy');
-  if (ticket > 1) (main.querySelector('h1') ?? main).focus();
+  // A link to a part of a page (`/billing#card`) lands on that part's heading; any other on the page's h1.
+  const part = url.hash ? document.getElementById(url.hash.slice(1)) : null;
+  const landing = part?.querySelector('h2[tabindex="-1"]');
+  if (landing instanceof HTMLElement) landing.focus();
+  else if (ticket > 1) (main.querySelector('h1') ?? main).focus();
 }
 
 /** @param {boolean} inApp */
@@ -113,7 +117,7 @@ function followLink(event) {
   if (url.origin !== location.origin || !matchRoute(url.pathname)) return;
   if (url.pathname === location.pathname && url.search === location.search && url.hash) return;
   event.preventDefault();
-  navigate(url.pathname + url.search);
+  navigate(url.pathname + url.search + url.hash);
 }
 
 export function startRouter() {

@@ -1,34 +1,18 @@
 // Billing: the balance, the welcome-credit checklist, the card (test mode),
 // top-ups, the transactions and the usage by machine.
 import { api, listAll, messageOf } from '../api.js';
+import { isEmpty, loadBilling } from '../billing-status.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { formatDate, timeElement } from '../format.js';
 import { field, simpleForm } from '../forms.js';
 import { card, pageHeader } from '../layout.js';
+import { money, pricePerHour, usd } from '../money.js';
 import { toast } from '../toast.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
-/**
- * @typedef {object} Billing
- * @property {string} balance
- * @property {string} currency
- * @property {{ small: string, medium: string, large: string }} prices
- * @property {{ brand: string, last4: string, expMonth: number, expYear: number, createdAt: string } | null} paymentMethod
- * @property {{ amount: string, grantedAt: string | null, missing: string[] }} welcomeCredit
- */
-/** @typedef {{ enabled: boolean, lowBalance: string, testMode: boolean }} BillingSettings */
-
-/** "10.000000" → "$10.00"; amounts under a cent keep their digits ("$0.013889"). @param {string} amount */
-export function usd(amount) {
-  const negative = amount.startsWith('-');
-  const [whole = '0', fraction = '000000'] = amount.replace('-', '').split('.');
-  const trimmed = fraction.replace(/0+$/, '');
-  const digits = trimmed.length <= 2 ? fraction.slice(0, 2) : trimmed;
-  return `${negative ? '−' : ''}$${Number(whole).toLocaleString('en-US')}.${digits}`;
-}
-
-/** @param {string} amount */
-const isEmpty = (amount) => amount.startsWith('-') || Number(amount) === 0;
+/** @typedef {import('../billing-status.js').Billing} Billing */
+/** @typedef {import('../billing-status.js').BillingSettings} BillingSettings */
+/** @typedef {{ id: string, kind: string, amount: string, balanceAfter: string, machineId: string | null, createdAt: string }} Transaction */
 
 const KIND_LABELS = { welcome_credit: 'Welcome credit', top_up: 'Top-up', usage: 'Machine time' };
 
@@ -49,11 +33,12 @@ export function billingPage({ account }) {
   const cardSlot = h('div', null, loading('Loading the card…'));
   const transactions = h('div', null, loading('Loading transactions…'));
   const usage = h('div', null, loading('Loading usage…'));
+  /** Machine names by id: usage names the machines of the last 30 days, older ones are asked for once. @type {Map<string, string>} */
+  const names = new Map();
 
   async function refresh() {
     try {
-      /** @type {[Billing, BillingSettings]} */
-      const [billing, settings] = await Promise.all([api('GET', '/api/billing'), api('GET', '/api/billing/settings')]);
+      const { billing, settings } = await loadBilling();
       replace(summary, ...summaryContent(billing, settings, Boolean(account?.emailVerified)));
       replace(cardSlot, ...cardContent(billing, settings, refresh));
     } catch (error) {
@@ -61,16 +46,9 @@ export function billingPage({ account }) {
       replace(cardSlot);
     }
     try {
-      const items = await listAll('/api/billing/transactions', 2);
-      replace(transactions, items.length === 0
-        ? h('div', { class: 'empty' }, h('h3', null, 'No transactions yet'), h('p', null, 'The welcome credit, top-ups and machine time appear here.'))
-        : table('Transactions', ['Transaction', 'Amount', 'Balance after', 'Date'], items.map(transactionRow)));
-    } catch (error) {
-      replace(transactions, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
-    }
-    try {
       /** @type {{ total: string, machines: Array<{ machineId: string, name: string | null, size: string | null, seconds: number, amount: string }> }} */
       const answer = await api('GET', '/api/billing/usage');
+      for (const machine of answer.machines) if (machine.name) names.set(machine.machineId, machine.name);
       replace(usage, answer.machines.length === 0
         ? h('div', { class: 'empty' }, h('h3', null, 'No machine time in the last 30 days'), h('p', null, 'Running machines are charged per second.'))
         : [
@@ -80,11 +58,21 @@ export function billingPage({ account }) {
                   h('div', { class: 'table__primary' }, machine.name ?? machine.machineId, ' ', machine.size ? h('span', { class: 'badge badge--neutral badge--plain' }, machine.size) : null),
                   h('div', { class: 'table__secondary mono' }, machine.machineId)),
                 cell('Running time', duration(machine.seconds)),
-                cell('Amount', usd(machine.amount))))),
-            h('div', { class: 'card__footer' }, h('span', null, 'Total: ', h('strong', { 'data-usage-total': '' }, usd(answer.total)))),
+                cell('Amount', money(machine.amount))))),
+            h('div', { class: 'card__footer' }, h('span', null, 'Total: ', h('strong', { 'data-usage-total': '' }, money(answer.total)))),
           ]);
     } catch (error) {
       replace(usage, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
+    }
+    try {
+      /** @type {Transaction[]} */
+      const items = await listAll('/api/billing/transactions', 2);
+      await nameMachines(items, names);
+      replace(transactions, items.length === 0
+        ? h('div', { class: 'empty' }, h('h3', null, 'No transactions yet'), h('p', null, 'The welcome credit, top-ups and machine time appear here.'))
+        : table('Transactions', ['Transaction', 'Amount', 'Balance after', 'Date'], items.map((txn) => transactionRow(txn, names))));
+    } catch (error) {
+      replace(transactions, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
     }
   }
 
@@ -100,23 +88,41 @@ export function billingPage({ account }) {
 }
 
 /**
+ * Reads the names of the machines the transactions are about that `names`
+ * does not know yet (one request per machine; a machine's record outlives it).
+ * @param {Transaction[]} items
+ * @param {Map<string, string>} names
+ */
+async function nameMachines(items, names) {
+  const unknown = [...new Set(items.map((txn) => txn.machineId).filter((id) => id !== null && !names.has(id)))];
+  await Promise.all(unknown.slice(0, 50).map(async (id) => {
+    try {
+      names.set(/** @type {string} */ (id), (await api('GET', `/api/machines/${encodeURIComponent(/** @type {string} */ (id))}`)).name);
+    } catch {
+      // Unknown to the API (deleted by retention): the row shows the id.
+    }
+  }));
+}
+
+/**
  * @param {Billing} billing
  * @param {BillingSettings} settings
  * @param {boolean} emailConfirmed
  */
 function summaryContent(billing, settings, emailConfirmed) {
   const { welcomeCredit, prices } = billing;
+  const priceList = Object.entries(prices).map(([size, price]) => `${size} ${pricePerHour(price)}`).join(' · ');
   /** @param {boolean} done @param {string} text */
   const step = (done, text) => h('li', { class: done ? 'checklist__done' : undefined }, badge(done ? 'Done' : 'To do', done ? 'success' : 'neutral'), ' ', text);
   const empty = isEmpty(billing.balance);
   return [
     settings.enabled ? null : alertBox('info', 'Billing is off on this service: machines are free.'),
     h('dl', { class: 'kv' },
-      h('dt', null, 'Balance'), h('dd', null, h('strong', { class: 'balance', 'data-balance': billing.balance }, usd(billing.balance)),
+      h('dt', null, 'Balance'), h('dd', null, h('strong', { class: 'balance', 'data-balance': billing.balance }, money(billing.balance)),
         settings.enabled && empty ? badge('Empty', 'danger') : settings.enabled && Number(billing.balance) < Number(settings.lowBalance) ? badge('Low', 'warning') : null),
-      h('dt', null, 'Prices per hour'), h('dd', null, `small ${usd(prices.small)} · medium ${usd(prices.medium)} · large ${usd(prices.large)}`)),
+      h('dt', null, 'Prices per hour'), h('dd', null, priceList)),
     welcomeCredit.grantedAt
-      ? alertBox('success', `Your welcome credit of ${usd(welcomeCredit.amount)} arrived ${formatDate(welcomeCredit.grantedAt)}.`, { 'data-welcome': 'granted' })
+      ? alertBox('success', `Your welcome credit of ${usd(welcomeCredit.amount)} arrived ${formatDate(welcomeCredit.grantedAt)}.`, { class: 'alert alert--success mt-3', 'data-welcome': 'granted' })
       : h('div', { class: 'mt-3', 'data-welcome': 'pending' },
           h('p', null, `Get a welcome credit of ${usd(welcomeCredit.amount)}: `),
           h('ul', { class: 'checklist', 'aria-label': 'Welcome credit checklist' },
@@ -166,7 +172,7 @@ function cardContent(billing, settings, refresh) {
       const result = await api('PUT', '/api/billing/payment-method', body);
       // The number and cvc leave the page with the form.
       form.reset();
-      toast(`${result.brand === 'mastercard' ? 'Mastercard' : result.brand === 'visa' ? 'Visa' : 'Card'} ending ${result.last4} saved.`);
+      toast(`${brandName(result.brand)} ending ${result.last4} saved.`);
       await refresh();
     },
   });
@@ -188,26 +194,48 @@ function cardContent(billing, settings, refresh) {
     },
   });
 
+  // Once a card is saved its form folds away: replacing a card is rare, topping up is not.
+  const cardForm = h('div', { id: 'card-form', hidden: saved ? true : undefined }, h('h3', null, saved ? 'Replace the card' : 'Add a card'), form);
+  const replaceToggle = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small', 'aria-expanded': 'false', 'aria-controls': 'card-form' }, 'Change card'));
+  replaceToggle.addEventListener('click', () => {
+    const opening = cardForm.hidden;
+    cardForm.hidden = !opening;
+    replaceToggle.setAttribute('aria-expanded', String(opening));
+    if (opening) number.input.focus();
+  });
+
   return [
     saved
       ? h('div', { class: 'actions', 'data-card': saved.last4 },
-          h('span', null, h('strong', null, `${saved.brand === 'mastercard' ? 'Mastercard' : saved.brand === 'visa' ? 'Visa' : 'Card'} •••• ${saved.last4}`), ` · expires ${String(saved.expMonth).padStart(2, '0')}/${saved.expYear}`),
+          h('span', null, h('strong', null, `${brandName(saved.brand)} •••• ${saved.last4}`), ` · expires ${String(saved.expMonth).padStart(2, '0')}/${saved.expYear}`),
+          replaceToggle,
           remove)
       : h('p', null, 'No card saved yet.'),
     h('div', { class: 'split mt-3' },
-      h('div', null, h('h3', null, saved ? 'Replace the card' : 'Add a card'), form),
-      h('div', null, h('h3', null, 'Top up'), saved ? topUp.form : h('p', null, 'Add a card to top up.'))),
+      saved ? h('div', null, h('h3', null, 'Top up'), topUp.form) : cardForm,
+      saved ? cardForm : h('div', null, h('h3', null, 'Top up'), h('p', null, 'Add a card to top up.'))),
   ];
 }
 
-/** @param {{ id: string, kind: string, amount: string, balanceAfter: string, machineId: string | null, createdAt: string }} txn */
-function transactionRow(txn) {
+/** @param {string} brand */
+function brandName(brand) {
+  return brand === 'mastercard' ? 'Mastercard' : brand === 'visa' ? 'Visa' : 'Card';
+}
+
+/**
+ * @param {Transaction} txn
+ * @param {Map<string, string>} names  machine names by id
+ */
+function transactionRow(txn, names) {
   const label = KIND_LABELS[/** @type {keyof typeof KIND_LABELS} */ (txn.kind)] ?? txn.kind;
+  const machine = txn.machineId === null ? null : names.get(txn.machineId) ?? null;
   return h('tr', { dataset: { transactionId: txn.id, kind: txn.kind } },
     h('td', { class: 'table__main' },
       h('div', { class: 'table__primary' }, label),
-      txn.machineId ? h('div', { class: 'table__secondary mono' }, txn.machineId) : null),
-    cell('Amount', usd(txn.amount)),
-    cell('Balance after', usd(txn.balanceAfter)),
+      txn.machineId
+        ? h('div', { class: machine ? 'table__secondary' : 'table__secondary mono', title: machine ? txn.machineId : undefined, 'data-machine-id': txn.machineId }, machine ?? txn.machineId)
+        : null),
+    cell('Amount', money(txn.amount)),
+    cell('Balance after', money(txn.balanceAfter)),
     cell('Date', timeElement(txn.createdAt)));
 }

@@ -2,12 +2,17 @@
 // (shown once), the live-view link, and the confirmation before destroying.
 import { api, messageOf } from '../api.js';
 import { confirmAction, openDialog } from '../dialog.js';
-import { alertBox, h, loading } from '../dom.js';
+import { loadBilling, nextPaymentStep } from '../billing-status.js';
+import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';
 import { field, simpleForm } from '../forms.js';
+import { pricePerHour } from '../money.js';
 import { copyButton, secretField } from '../secret.js';
 
 /** @typedef {import('./machines.js').Machine} Machine */
+
+/** The sizes billing prices (CONTRACT 12) and the provider boots; the first is the API's default. */
+const SIZES = ['small', 'medium', 'large'];
 
 /** The address agents send MCP requests to, with a copy button. @param {string} machineId */
 function mcpEndpointField(machineId) {
@@ -102,12 +107,28 @@ export function parseLabels(text) {
 export function openCreateDialog(refresh) {
   const name = field({ label: 'Name', name: 'name', required: true, maxlength: 100, placeholder: 'e.g. research-agent-1' });
   name.input.setAttribute('data-autofocus', '');
-  const size = field({ label: 'Size', name: 'size', optional: true, maxlength: 50, hint: 'Leave empty for the default size.' });
-  // The price per hour of each size, as billing charges it.
-  api('GET', '/api/billing').then((billing) => {
-    const hint = size.wrapper.querySelector('.field__hint');
-    const price = (/** @type {string} */ amount) => `$${amount.replace(/0{1,4}$/, '')}/h`;
-    if (hint) hint.textContent = `small ${price(billing.prices.small)}, medium ${price(billing.prices.medium)}, large ${price(billing.prices.large)} while running. Leave empty for small.`;
+  const sizeId = 'machine-size';
+  const sizeHintId = 'machine-size-hint';
+  const size = /** @type {HTMLSelectElement} */ (h('select', { id: sizeId, name: 'size', class: 'select', 'aria-describedby': sizeHintId },
+    SIZES.map((name) => h('option', { value: name }, name))));
+  const sizeHint = h('div', { class: 'field__hint', id: sizeHintId }, 'Charged per second while it runs.');
+  // Where the balance stands: the price per hour of each size, and the step that lets a machine run, before the 402 says it.
+  const nextStep = h('div');
+  loadBilling().then(({ billing, settings }) => {
+    if (!settings.enabled) {
+      sizeHint.textContent = 'Billing is off on this service: machines are free.';
+      return;
+    }
+    for (const option of size.options) {
+      const price = billing.prices[option.value];
+      if (price !== undefined) option.textContent = `${option.value} · ${pricePerHour(price)}`;
+    }
+    const step = nextPaymentStep(billing, settings);
+    if (step !== null) {
+      replace(nextStep, alertBox('warning', h('span', null,
+        h('strong', null, 'Your balance is empty, so a new machine would be refused.'), `${step.text} `,
+        h('a', { href: step.href }, step.label)), { 'data-next-step': '' }));
+    }
   }, () => {});
   const externalId = field({ label: 'External ID', name: 'externalId', optional: true, maxlength: 200, hint: 'Your own reference, repeated in events.' });
   const labels = field({ label: 'Labels', name: 'labels', optional: true, multiline: true, mono: true, placeholder: 'team=research\nenv=staging', hint: 'One key=value per line.' });
@@ -124,8 +145,9 @@ export function openCreateDialog(refresh) {
   const { form } = simpleForm({
     label: 'Create machine',
     fields: [
+      nextStep,
       name.wrapper,
-      h('div', { class: 'form-row' }, size.wrapper, externalId.wrapper),
+      h('div', { class: 'form-row' }, h('div', { class: 'field' }, h('label', { for: sizeId }, 'Size'), size, sizeHint), externalId.wrapper),
       labels.wrapper,
       h('div', { class: 'form-row' }, expiresAt.wrapper, h('div', { class: 'field' }, h('label', { for: onExpireId }, 'When it expires'), onExpire)),
     ],
@@ -135,7 +157,7 @@ export function openCreateDialog(refresh) {
       const parsedLabels = parseLabels(labels.input.value);
       /** @type {Record<string, unknown>} */
       const input = { name: name.input.value.trim() };
-      if (size.input.value.trim()) input.size = size.input.value.trim();
+      input.size = size.value;
       if (externalId.input.value.trim()) input.externalId = externalId.input.value.trim();
       if (typeof parsedLabels === 'object' && Object.keys(parsedLabels).length > 0) input.labels = parsedLabels;
       if (expiresAt.input.value) {

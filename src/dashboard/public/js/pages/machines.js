@@ -6,6 +6,7 @@ import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { timeElement } from '../format.js';
 import { card, pageHeader } from '../layout.js';
 import { toast } from '../toast.js';
+import { gettingStarted } from './getting-started.js';
 import { confirmDestroy, issueNewToken, openCreateDialog, openLiveView } from './machine-dialogs.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
@@ -49,10 +50,11 @@ export function statusBadge(status) {
 }
 
 /** @param {PageContext} context */
-export function machinesPage({ onCleanup }) {
+export function machinesPage({ onCleanup, account, refreshChrome }) {
   const body = h('div', null, loading('Loading machines…'));
   const create = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--primary' }, 'Create machine'));
   create.addEventListener('click', () => openCreateDialog(refresh));
+  const guide = gettingStarted({ account, refreshChrome, onCreateMachine: () => openCreateDialog(refresh) });
 
   let showDestroyed = false;
   const toggleInput = /** @type {HTMLInputElement} */ (h('input', { type: 'checkbox' }));
@@ -83,6 +85,7 @@ export function machinesPage({ onCleanup }) {
     }
     if (left) return;
     draw();
+    guide.setMachineCount(machines.length);
     if (machines.some((machine) => !SETTLED.has(machine.status))) timer = setTimeout(refresh, POLL_MS);
   }
 
@@ -105,7 +108,9 @@ export function machinesPage({ onCleanup }) {
   refresh();
   return [
     pageHeader({ title: 'Machines', description: 'Virtual machines your agents drive through MCP. Machine time is metered while they run.', actions: [create] }),
-    card({ title: 'Your machines', id: 'machines', flush: true, actions: [toggle] }, body),
+    h('div', { class: 'stack' },
+      guide.element,
+      card({ title: 'Your machines', id: 'machines', flush: true, actions: [toggle] }, body)),
   ];
 }
 

@@ -1,0 +1,31 @@
+import { strict as assert } from 'node:assert';
+import { describe, test } from 'node:test';
+import { loadConfig } from '../../src/config.ts';
+import { describeStartup } from '../../src/ops/startup-line.ts';
+
+describe('the start-up line a person reads', () => {
+  test('the defaults: the dashboard URL, the SQLite file, mail as files (no SMTP_URL), the simulated provider', () => {
+    const config = loadConfig({ MAIL_DIR: '/srv/mail' });
+    assert.equal(
+      describeStartup(config, 'http://127.0.0.1:3000'),
+      'Machine Platform is ready: dashboard and API at http://localhost:3000 (listening on http://127.0.0.1:3000) · the SQLite database at ./data/service.db · mail as .eml files in /srv/mail (SMTP_URL is not set) · machines on the simulated provider (MACHINE_PROVIDER)',
+    );
+  });
+
+  test('PostgreSQL and SMTP are named without their credentials; a worker has no dashboard', () => {
+    const config = loadConfig({ DATABASE_URL: 'postgres://app:s3cret-db@db.internal:5433/platform', SMTP_URL: 'smtps://mailer:s3cret-smtp@smtp.example.com:465', ROLE: 'worker' });
+    const line = describeStartup(config, 'http://127.0.0.1:3000');
+    assert.equal(
+      line,
+      'Machine Platform is ready: worker (ROLE=worker): background jobs, with /healthz, /readyz and /metrics at http://127.0.0.1:3000 · the PostgreSQL database "platform" on db.internal:5433 · mail through SMTPS on smtp.example.com:465 · machines on the simulated provider (MACHINE_PROVIDER)',
+    );
+    assert.doesNotMatch(line, /s3cret|mailer|app:/);
+  });
+
+  test('an in-memory database says nothing is kept; ROLE=api says no jobs run there', () => {
+    const line = describeStartup(loadConfig({ DATABASE_URL: 'sqlite::memory:', ROLE: 'api', PUBLIC_URL: 'https://platform.example.com' }), 'http://127.0.0.1:3000');
+    assert.match(line, /dashboard and API at https:\/\/platform\.example\.com \(listening on http:\/\/127\.0\.0\.1:3000\), no background jobs here \(ROLE=api\)/);
+    assert.match(line, /an in-memory SQLite database \(nothing is kept\)/);
+    assert.equal(line.split('\n').length, 1);
+  });
+});
