@@ -19,7 +19,7 @@ export const runsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: responses({ 201: RunSchema }),
     },
   }, async (request, reply) => {
-    const input = { command: request.body.command, stopAfter: request.body.stopAfter ?? false };
+    const input = { ...request.body, stopAfter: request.body.stopAfter ?? false };
     return reply.code(201).send(await startManualRun(deps, provider, accountIdOf(request), request.params.id, input));
   });
 

@@ -115,6 +115,8 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
         if (statusCodeOf(error) === 409 || statusCodeOf(error) === 404) return readRunRecord(docker, containerName(machine.id), run.id);
         throw error;
       }
+      // No answer at all: the machine ended under the run (its script went with it), unless it still runs.
+      if (answer.length === 0 && !(await inspectMachine(docker, machine.id))?.State.Running) return readRunRecord(docker, containerName(machine.id), run.id);
       return parseRunAnswer(answer);
     },
 

@@ -20,7 +20,9 @@ export const RECORDS_DIR = '/var/lib/machine-platform';
  * executing shell died, before the outcome was written.
  *
  * The command runs in a session of its own (setsid, where the image has it),
- * so a timeout kills all it started. Its output is kept whole on the machine's
+ * so a timeout kills all it started, and first in line for the kernel's
+ * out-of-memory killer (oom_score_adj 500), so a command that runs out of
+ * memory is killed rather than the machine's init or its screen. Its output is kept whole on the machine's
  * disk; records of runs that ended over an hour ago are removed as runs start.
  */
 export const RUN_SCRIPT = `
@@ -48,7 +50,7 @@ if mkdir "$dir" 2>/dev/null; then
   tee -a "$dir/stdout" < "$dir/out" >> "$dir/output" & t1=$!
   tee -a "$dir/stderr" < "$dir/err" >> "$dir/output" & t2=$!
   session=; command -v setsid >/dev/null 2>&1 && session=setsid
-  $session /bin/sh -c 'cd "$1" && exec /bin/sh -c "$2"' sh "$3" "$4" < /dev/null > "$dir/out" 2> "$dir/err" &
+  $session /bin/sh -c 'echo 500 > /proc/self/oom_score_adj 2>/dev/null; cd "$1" && exec /bin/sh -c "$2"' sh "$3" "$4" < /dev/null > "$dir/out" 2> "$dir/err" &
   pid=$!
   ( trap 'kill "$s" 2>/dev/null; exit 0' TERM
     sleep "$2" & s=$!; wait "$s"

@@ -1,0 +1,197 @@
+import { strict as assert } from 'node:assert';
+import { createServer, type Server } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
+import { MACHINE_CAPABILITIES, containerName } from '../../src/machines/docker/container-spec.ts';
+import { EGRESS_NETWORK } from '../../src/machines/docker/network.ts';
+import type { TestContext } from '../support/app.ts';
+import { createTestApp } from '../support/app.ts';
+import { dockerUnavailable, engine, removeMachineContainers } from '../support/docker.ts';
+import { newOwner, type Owner } from '../support/machines.ts';
+import { eventually, startReceiver, type Receiver } from '../support/receiver.ts';
+
+const skip = await dockerUnavailable();
+
+/** Sizes for these tests: `tiny` runs out of memory and processes quickly. */
+const SIZES = { MACHINE_SIZES: 'small=1/1g/512,tiny=0.5/96m/64', MACHINE_PRICES: 'small=0.05,tiny=0.01' };
+
+type Run = Record<string, unknown> & { id: string; status: string; exitCode: number | null; stdout: string | null; stderr: string | null; output: string | null; timedOut: boolean };
+
+/**
+ * CONTRACT 15 against a real Docker engine: machines are containers that
+ * boot, run commands for real, keep their disk across stops, and end the way
+ * the engine says; they are confined (no host, no database, no engine socket,
+ * a process limit) whatever runs inside.
+ */
+describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
+  let ctx: TestContext;
+  let owner: Owner;
+  let receiver: Receiver;
+
+  before(async () => {
+    receiver = await startReceiver(() => ({ status: 200 }));
+    ctx = await createTestApp({ realClock: true, env: { MACHINE_PROVIDER: 'docker', ...SIZES } });
+    owner = await newOwner(ctx);
+  });
+  after(async () => {
+    const machines = ctx ? await ctx.app.deps.db.selectFrom('machines').select('id').execute() : [];
+    await ctx?.close();
+    await removeMachineContainers(machines.map((machine) => machine.id));
+    await receiver?.close();
+  });
+
+  const machineOf = async (id: string) => (await owner.call('GET', `/api/machines/${id}`)).json();
+  const statusIs = (id: string, status: string, timeoutMs = 60_000) =>
+    eventually(async () => ((await machineOf(id)).status === status ? true : undefined), timeoutMs, `machine ${id} ${status}`);
+
+  async function runningMachine(body: Record<string, unknown> = {}): Promise<{ id: string }> {
+    const created = await owner.call('POST', '/api/machines', { name: 'real', ...body });
+    assert.equal(created.statusCode, 201, created.body);
+    await statusIs(created.json().id, 'running');
+    return created.json();
+  }
+
+  async function run(machineId: string, body: Record<string, unknown>): Promise<Run> {
+    const queued = await owner.call('POST', `/api/machines/${machineId}/runs`, body);
+    assert.equal(queued.statusCode, 201, queued.body);
+    return eventually(async () => {
+      const current = (await owner.call('GET', `/api/runs/${queued.json().id}`)).json() as Run;
+      return current.status === 'succeeded' || current.status === 'failed' ? current : undefined;
+    }, 120_000, `run ${String(body.command)}`);
+  }
+
+  const eventsOf = async (machineId: string, type: string) => {
+    const page = (await owner.call('GET', `/api/events?type=${type}&limit=100`)).json() as { data: Array<{ data: { machine: { id: string }; detail?: Record<string, unknown> } }> };
+    return page.data.filter((event) => event.data.machine.id === machineId);
+  };
+
+  test('create → running as a container, labelled with its id; machine.created reaches an HTTPS receiver, signed', async () => {
+    const endpoint = (await owner.call('POST', '/api/event-webhooks', { url: receiver.url, events: ['machine.created'] })).json();
+    const machine = await runningMachine({ name: 'first-light' });
+    const info = await engine().getContainer(containerName(machine.id)).inspect();
+    assert.equal(info.State.Running, true);
+    assert.equal(info.Config.Labels['machine-platform.machine-id'], machine.id);
+    const [request] = await receiver.waitFor(1, 30_000);
+    const event = verifyWebhook(request!.body, String(request!.headers['service-signature']), endpoint.secret) as unknown as { type: string; data: { machine: { id: string; status: string } } };
+    assert.equal(event.type, 'machine.created');
+    assert.deepEqual([event.data.machine.id, event.data.machine.status], [machine.id, 'running']);
+  });
+
+  test("a command's stdout, stderr and exit code come back exactly; cwd, env and the timeout are the machine's", async () => {
+    const machine = await runningMachine({ name: 'shell' });
+    const failed = await run(machine.id, { command: "sh -c 'echo out; echo err >&2; exit 3'" });
+    assert.deepEqual(
+      { status: failed.status, exitCode: failed.exitCode, stdout: failed.stdout, stderr: failed.stderr, output: failed.output, timedOut: failed.timedOut, truncated: failed.truncated },
+      { status: 'failed', exitCode: 3, stdout: 'out\n', stderr: 'err\n', output: 'out\nerr\n', timedOut: false, truncated: false },
+    );
+    const uname = await run(machine.id, { command: 'uname -s; id -u; pwd; echo "$GREETING"', env: { GREETING: 'hello there' } });
+    assert.deepEqual([uname.status, uname.stdout], ['succeeded', 'Linux\n0\n/root\nhello there\n']);
+    assert.equal((await run(machine.id, { command: 'pwd', cwd: '/tmp' })).stdout, '/tmp\n');
+    const slow = await run(machine.id, { command: 'echo started; sleep 30', timeoutMs: 1500 });
+    assert.deepEqual([slow.status, slow.exitCode, slow.timedOut, slow.stdout], ['failed', null, true, 'started\n']);
+    const long = await run(machine.id, { command: 'head -c 3000000 /dev/zero | tr "\\0" x' });
+    assert.deepEqual([long.status, long.stdout!.length, long.truncated], ['succeeded', 1024 * 1024, true]);
+    const events = (await owner.call('GET', '/api/events?type=run.failed&limit=100')).json().data as Array<{ data: { run: { id: string; output: string } } }>;
+    assert.equal(events.find((event) => event.data.run.id === failed.id)?.data.run.output, 'out\nerr\n');
+  });
+
+  test('a file written survives 20 stops and starts byte for byte', async () => {
+    const machine = await runningMachine({ name: 'keeper' });
+    const written = await run(machine.id, { command: 'head -c 65536 /dev/urandom > /root/keep.bin && sha256sum /root/keep.bin' });
+    assert.equal(written.status, 'succeeded', written.output!);
+    for (let cycle = 0; cycle < 20; cycle++) {
+      assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+      await statusIs(machine.id, 'stopped');
+      assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
+      await statusIs(machine.id, 'running');
+    }
+    const read = await run(machine.id, { command: 'sha256sum /root/keep.bin' });
+    assert.equal(read.stdout, written.stdout);
+    assert.equal((await eventsOf(machine.id, 'machine.started')).length, 20);
+  });
+
+  test('the engine killing the container is machine.error (crash); a stop from outside is machine.stopped (platform)', async () => {
+    const killed = await runningMachine({ name: 'killed' });
+    await engine().getContainer(containerName(killed.id)).kill({ signal: 'SIGKILL' });
+    await statusIs(killed.id, 'error');
+    const [error] = await eventsOf(killed.id, 'machine.error');
+    assert.deepEqual(error!.data.detail, { reason: 'crash', message: 'The machine was killed (SIGKILL).' });
+
+    const stopped = await runningMachine({ name: 'stopped-outside' });
+    await engine().getContainer(containerName(stopped.id)).stop({ t: 10 });
+    await statusIs(stopped.id, 'stopped');
+    const [event] = await eventsOf(stopped.id, 'machine.stopped');
+    assert.deepEqual(event!.data.detail, { reason: 'platform' });
+    // Started again, it is the same machine.
+    assert.equal((await owner.call('POST', `/api/machines/${stopped.id}/start`)).statusCode, 200);
+    await statusIs(stopped.id, 'running');
+  });
+
+  test('a command out of memory fails its run (137) and the machine goes on; the machine itself out of memory is machine.error saying so', async () => {
+    const machine = await runningMachine({ name: 'hungry', size: 'tiny' });
+    const greedy = await run(machine.id, { command: 'python3 -c "x = bytearray(512 * 1024 * 1024)"' });
+    assert.deepEqual([greedy.status, greedy.exitCode], ['failed', 137]);
+    assert.equal((await run(machine.id, { command: 'echo still here' })).stdout, 'still here\n');
+    assert.equal((await machineOf(machine.id)).status, 'running');
+    // Now the machine's own memory fills up (shared memory, which no process's size shows) and its init is the one the kernel picks.
+    const last = await run(machine.id, { command: 'echo 1000 > /proc/1/oom_score_adj; head -c 90m /dev/zero > /dev/shm/fill' });
+    assert.deepEqual([last.status, last.exitCode], ['failed', null], 'the machine died under it: it cannot say');
+    await statusIs(machine.id, 'error');
+    const [error] = await eventsOf(machine.id, 'machine.error');
+    assert.equal(error!.data.detail!.reason, 'crash');
+    assert.match(String(error!.data.detail!.message), /out of memory/);
+  });
+
+  test('destroy removes the container and its volumes; expiry destroys the machine too', async () => {
+    const machine = await runningMachine({ name: 'doomed' });
+    const volumes = (await engine().getContainer(containerName(machine.id)).inspect()).Mounts.map((mount) => mount.Name).filter(Boolean);
+    assert.equal((await owner.call('DELETE', `/api/machines/${machine.id}`)).statusCode, 200);
+    await statusIs(machine.id, 'destroyed');
+    await assert.rejects(engine().getContainer(containerName(machine.id)).inspect(), (error: { statusCode?: number }) => error.statusCode === 404);
+    for (const volume of volumes) await assert.rejects(engine().getVolume(volume!).inspect());
+
+    const expiring = await runningMachine({ name: 'short-lived', expiresAt: new Date(Date.now() + 4000).toISOString(), onExpire: 'destroy' });
+    await statusIs(expiring.id, 'destroyed', 30_000);
+    await assert.rejects(engine().getContainer(containerName(expiring.id)).inspect(), (error: { statusCode?: number }) => error.statusCode === 404);
+  });
+
+  test('a machine cannot reach the host (a listener on every address, PostgreSQL) nor the engine, runs with the documented capabilities, and its fork bomb stops at its process limit while another machine answers', async () => {
+    let listener: Server | undefined;
+    try {
+      listener = createServer((socket) => socket.end('host says hi\n'));
+      await new Promise<void>((resolve) => listener!.listen(0, '0.0.0.0', resolve));
+      const port = (listener.address() as { port: number }).port;
+      const bomb = await runningMachine({ name: 'confined', size: 'tiny' });
+      const info = await engine().getContainer(containerName(bomb.id)).inspect();
+      const gateway = info.NetworkSettings.Networks[EGRESS_NETWORK.name]!.Gateway;
+      const connect = (host: string, target: number) =>
+        `python3 -c "import socket; s = socket.create_connection(('${host}', ${target}), timeout=3); print(s.recv(100))"`;
+      for (const [host, target] of [[gateway, port], [gateway, 5432], ['127.0.0.1', port], ['host.docker.internal', port]] as const) {
+        const attempt = await run(bomb.id, { command: connect(host, target) });
+        assert.equal(attempt.status, 'failed', `${host}:${target} answered: ${attempt.output}`);
+      }
+      assert.equal((await run(bomb.id, { command: 'test -e /var/run/docker.sock || test -e /run/docker.sock' })).status, 'failed', 'no engine socket');
+      const capabilities = await run(bomb.id, { command: "grep CapEff /proc/self/status | awk '{print $2}'" });
+      assert.equal(capabilities.stdout!.trim(), capabilityMask(MACHINE_CAPABILITIES));
+      assert.equal(info.HostConfig.Privileged, false);
+      assert.deepEqual(info.HostConfig.SecurityOpt, ['no-new-privileges']);
+
+      const other = await runningMachine({ name: 'neighbour' });
+      const forkBomb = await run(bomb.id, { command: 'bomb() { bomb | bomb & }; bomb; sleep 5; echo tried', timeoutMs: 20_000 });
+      assert.notEqual(forkBomb.status, 'pending');
+      const stats = (await engine().getContainer(containerName(bomb.id)).stats({ stream: false })) as { pids_stats?: { current?: number; limit?: number } };
+      assert.ok((stats.pids_stats?.current ?? 0) <= 64, `at most its 64 processes: ${JSON.stringify(stats.pids_stats)}`);
+      assert.equal((await run(other.id, { command: 'echo fine' })).stdout, 'fine\n', 'the other machine answers');
+    } finally {
+      listener?.close();
+    }
+  });
+});
+
+/** The effective capability set /proc shows, as hex, for capability names. */
+function capabilityMask(names: readonly string[]): string {
+  const numbers: Record<string, number> = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER: 3, FSETID: 4, KILL: 5, SETGID: 6, SETUID: 7, NET_BIND_SERVICE: 10 };
+  let mask = 0n;
+  for (const name of names) mask |= 1n << BigInt(numbers[name]!);
+  return mask.toString(16).padStart(16, '0');
+}
