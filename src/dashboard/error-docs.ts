@@ -143,6 +143,11 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'The host that runs machines failed at what it was asked (boot, stop or destroy). The machine is now in status `error` and a `machine.error` event was sent.',
     fix: 'Start or destroy the machine to try again.',
   },
+  not_supported: {
+    status: 409,
+    description: 'The machine’s provider does not offer this: the simulated provider has no files, processes or screen.',
+    fix: 'Run the service with `MACHINE_PROVIDER=docker` (see the README’s Real machines section) and use a machine created there.',
+  },
   service_unavailable: {
     status: 503,
     description: 'The service is shutting down, starting, or cannot reach its database.',

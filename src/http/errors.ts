@@ -38,6 +38,7 @@ export const PROBLEM_TITLES: Record<string, string> = {
   invalid_signature: 'Invalid signature',
   replayed: 'Request already received',
   provider_error: 'Machine host failed',
+  not_supported: 'Not offered by this machine',
   payload_too_large: 'Payload too large',
   unsupported_media_type: 'Unsupported media type',
   headers_too_large: 'Request headers too large',

@@ -31,6 +31,9 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (machine.status === 'destroyed') throw wrongStatus('serve MCP', machine.status);
     return serveMcp(request, reply, `machine ${machine.name}`, (server) =>
       registerMachineTools(server, {
+        deps,
+        accountId,
+        machineId,
         logger: app.deps.logger,
         describe: async () => toMachineView(await getMachineRow(deps, accountId, machineId)),
         runCommand: (run) => runForMachineCaller(deps, provider, caller, machineId, run),

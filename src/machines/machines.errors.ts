@@ -25,3 +25,7 @@ export const poolEmpty = (pool: string) =>
 export const poolNameTaken = (name: string) => new AppError(409, 'conflict', `A pool named "${name}" already exists.`);
 
 export const unknownSize = (sizes: readonly string[]) => invalidRequest(`size must be one of ${sizes.join(', ')}.`);
+
+/** The machine's provider does not offer files or processes (the simulated one). */
+export const notSupported = (what: string, provider: string) =>
+  new AppError(409, 'not_supported', `The ${provider} machine provider offers no ${what}; run the service with MACHINE_PROVIDER=docker for real machines.`);

@@ -13,6 +13,7 @@ import { deleteExpiredReceipts } from './inbound-webhooks.repository.ts';
 import { inboundWebhooksRoutes } from './inbound-webhooks.routes.ts';
 import { deleteExpiredLiveViews } from './live-views.repository.ts';
 import { liveViewRoutes } from './live-view.routes.ts';
+import { machineAccessRoutes } from './machine-access.routes.ts';
 import { machineMcpRoutes } from './machine-mcp.routes.ts';
 import { authenticateMachineToken } from './machine-tokens.ts';
 import { machineJobKinds } from './machines.jobs.ts';
@@ -78,6 +79,7 @@ export const machinesPlugin = fp(
     await app.register(schedulesRoutes);
     await app.register(inboundWebhooksRoutes);
     await app.register(liveViewRoutes);
+    await app.register(machineAccessRoutes);
     await app.register(machineMcpRoutes);
     app.platformMcpTools.push(machinePlatformTools(provider));
   },

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { MachineStatus } from './machines.tables.ts';
 
 /** What a provider is told about a machine. */
@@ -9,6 +10,66 @@ export interface ProviderMachine {
   status: MachineStatus;
   /** When the machine entered its current status (epoch ms). */
   statusChangedAt: number;
+}
+
+/** One entry of a machine's directory. */
+export interface FileEntry {
+  name: string;
+  type: 'file' | 'directory' | 'symlink';
+  size: number;
+  /** Epoch ms. */
+  modifiedAt: number;
+}
+
+/** What is at a path: a file and its bytes (as they come), a directory, something else (a device), or nothing (null). */
+export type FileRead = { type: 'file'; size: number; content: Readable } | { type: 'directory' } | { type: 'other' } | null;
+
+/** A running machine's files (CONTRACT 15). Paths are absolute; everything happens inside the machine. */
+export interface MachineFiles {
+  read(machine: ProviderMachine, path: string): Promise<FileRead>;
+  /** A directory's entries; null when the path is not a directory. */
+  list(machine: ProviderMachine, path: string): Promise<FileEntry[] | null>;
+  /** Writes (or appends to) a file, creating its parent directories; null when done, else why not. */
+  write(machine: ProviderMachine, path: string, content: Buffer, append: boolean): Promise<string | null>;
+  remove(machine: ProviderMachine, path: string, recursive: boolean): Promise<'removed' | 'missing' | 'directory'>;
+}
+
+/** A background process in a machine, as the machine records it. */
+export interface ProcessInfo {
+  id: string;
+  command: string;
+  pid: number;
+  status: 'running' | 'exited';
+  /** Null while it runs, or when it did not exit by itself (the machine stopped under it). */
+  exitCode: number | null;
+  /** Epoch ms. */
+  startedAt: number;
+}
+
+/** Output of a process from a point on (`offset` counts stdout and stderr bytes together, in the order they came). */
+export interface ProcessOutput {
+  stdout: string;
+  stderr: string;
+  /** Where the next read starts. */
+  offset: number;
+  running: boolean;
+  exitCode: number | null;
+}
+
+export type ProcessSignal = 'TERM' | 'KILL' | 'INT' | 'HUP';
+
+/**
+ * A running machine's background processes (CONTRACT 15), recorded in the
+ * machine: they outlive the service's restarts, not the machine's stop.
+ */
+export interface MachineProcesses {
+  start(machine: ProviderMachine, process: { id: string; command: string; cwd: string | null; env: Record<string, string>; startedAt: number }): Promise<ProcessInfo>;
+  list(machine: ProviderMachine): Promise<ProcessInfo[]>;
+  /** Waits up to `waitMs` for output past `offset` (or the end); null for an unknown process. */
+  output(machine: ProviderMachine, id: string, offset: number, waitMs: number): Promise<ProcessOutput | null>;
+  /** False when the process is unknown or no longer running. */
+  input(machine: ProviderMachine, id: string, data: Buffer): Promise<boolean>;
+  signal(machine: ProviderMachine, id: string, signal: ProcessSignal): Promise<boolean>;
 }
 
 /** A change the host reports; the service turns it into a state change and its event. */
@@ -106,4 +167,8 @@ export interface MachineProvider {
   screen(machine: ProviderMachine): Promise<Screen>;
   /** A line the `run_command` tool's description adds (how this provider runs commands). */
   readonly commandsNote?: string;
+  /** A running machine's files, where the provider offers them. */
+  readonly files?: MachineFiles;
+  /** A running machine's background processes, where the provider offers them. */
+  readonly processes?: MachineProcesses;
 }

@@ -11,17 +11,18 @@ export const RUN_LIMITS = {
   triggerName: 100,
   path: 4096,
   envKeys: 64,
-  envName: 128,
   envValue: 32_768,
-  /** POSIX names: what a shell can export. */
-  envNamePattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+  /** POSIX names (what a shell can export), at most 128 characters. */
+  envNamePattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$',
   timeoutMs: { min: 1000, max: 3_600_000 },
 } as const;
 
 export const Command = Type.String({ minLength: 1, maxLength: RUN_LIMITS.command, description: 'The command line' });
 export const AbsolutePath = Type.String({ minLength: 1, maxLength: RUN_LIMITS.path, pattern: '^/[^\\u0000]*$', description: 'An absolute path in the machine' });
-const Env = Type.Record(Type.String({ pattern: RUN_LIMITS.envNamePattern, maxLength: RUN_LIMITS.envName }), Type.String({ maxLength: RUN_LIMITS.envValue }), {
+export const CommandEnv = Type.Record(Type.String({ pattern: RUN_LIMITS.envNamePattern }), Type.String({ maxLength: RUN_LIMITS.envValue }), {
   maxProperties: RUN_LIMITS.envKeys,
+  // A name the pattern does not match is refused, not ignored.
+  additionalProperties: false,
   description: `Variables added to the machine's environment (at most ${RUN_LIMITS.envKeys})`,
 });
 const TimeoutMs = Type.Integer({ minimum: RUN_LIMITS.timeoutMs.min, maximum: RUN_LIMITS.timeoutMs.max, description: 'Killed past this, and failed with timedOut (default 600000)' });
@@ -34,7 +35,7 @@ export const CreateRunBody = Type.Object(
     command: Command,
     stopAfter: Type.Optional(StopAfter),
     cwd: Type.Optional({ ...AbsolutePath, description: 'The working directory (default /root)' }),
-    env: Type.Optional(Env),
+    env: Type.Optional(CommandEnv),
     timeoutMs: Type.Optional(TimeoutMs),
   },
   strict,

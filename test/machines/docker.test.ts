@@ -1,6 +1,12 @@
 import { strict as assert } from 'node:assert';
+import { mkdtemp } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
 import { MACHINE_CAPABILITIES, containerName } from '../../src/machines/docker/container-spec.ts';
 import { EGRESS_NETWORK } from '../../src/machines/docker/network.ts';
@@ -27,13 +33,18 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
   let ctx: TestContext;
   let owner: Owner;
   let receiver: Receiver;
+  let base: string;
+  const clients: Client[] = [];
 
   before(async () => {
     receiver = await startReceiver(() => ({ status: 200 }));
-    ctx = await createTestApp({ realClock: true, env: { MACHINE_PROVIDER: 'docker', ...SIZES } });
+    // A file, not memory: a second app (the service restarted) opens the same database.
+    ctx = await createTestApp({ realClock: true, sqlitePath: join(await mkdtemp(join(tmpdir(), 'docker-')), 'service.db'), env: { MACHINE_PROVIDER: 'docker', ...SIZES } });
     owner = await newOwner(ctx);
+    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
   });
   after(async () => {
+    for (const client of clients) await client.close();
     const machines = ctx ? await ctx.app.deps.db.selectFrom('machines').select('id').execute() : [];
     await ctx?.close();
     await removeMachineContainers(machines.map((machine) => machine.id));
@@ -64,6 +75,17 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     const page = (await owner.call('GET', `/api/events?type=${type}&limit=100`)).json() as { data: Array<{ data: { machine: { id: string }; detail?: Record<string, unknown> } }> };
     return page.data.filter((event) => event.data.machine.id === machineId);
   };
+
+  /** An agent in the machine: the official SDK client on the machine's MCP endpoint, with its machine token. */
+  async function agentOf(machine: { id: string; mcpToken: string }) {
+    const client = new Client({ name: 'agent', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
+    clients.push(client);
+    return async (name: string, args: Record<string, unknown> = {}) => {
+      const result = (await client.callTool({ name, arguments: args })) as CallToolResult;
+      return { ok: result.isError !== true, json: result.structuredContent as Record<string, unknown> & { error?: { status: number; code: string } } };
+    };
+  }
 
   test('create → running as a container, labelled with its id; machine.created reaches an HTTPS receiver, signed', async () => {
     const endpoint = (await owner.call('POST', '/api/event-webhooks', { url: receiver.url, events: ['machine.created'] })).json();
@@ -140,6 +162,93 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     const [error] = await eventsOf(machine.id, 'machine.error');
     assert.equal(error!.data.detail!.reason, 'crash');
     assert.match(String(error!.data.detail!.message), /out of memory/);
+  });
+
+  test('files: written, read back byte for byte, listed and deleted, over HTTP and over the machine\'s MCP tools', async () => {
+    const machine = await runningMachine({ name: 'filer' });
+    const bytes = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7) % 256));
+    const put = await ctx.app.inject({ method: 'PUT', url: `/api/machines/${machine.id}/files?path=/srv/data/blob.bin`, headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/octet-stream' }, payload: bytes });
+    assert.equal(put.statusCode, 204, put.body);
+    const got = await ctx.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/files?path=/srv/data/blob.bin`, headers: { authorization: `Bearer ${owner.key}` } });
+    assert.equal(got.statusCode, 200);
+    assert.equal(got.headers['content-type'], 'application/octet-stream');
+    assert.ok(got.rawPayload.equals(bytes), 'the same bytes');
+    const listing = (await owner.call('GET', `/api/machines/${machine.id}/files?path=/srv/data`)).json();
+    assert.deepEqual(listing.entries.map((entry: { name: string; type: string; size: number }) => [entry.name, entry.type, entry.size]), [['blob.bin', 'file', 70_000]]);
+    assert.match(listing.entries[0].modifiedAt, /^\d{4}-\d\d-\d\dT/);
+    // A JSON file is bytes here, not JSON.
+    const json = await ctx.app.inject({ method: 'PUT', url: `/api/machines/${machine.id}/files?path=/srv/data/config.json`, headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/json' }, payload: '{"a": 1}' });
+    assert.equal(json.statusCode, 204, json.body);
+    assert.equal((await run(machine.id, { command: 'cat /srv/data/config.json' })).stdout, '{"a": 1}');
+
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/files?path=/srv/nothing`)).statusCode, 404);
+    assert.equal((await owner.call('DELETE', `/api/machines/${machine.id}/files?path=/srv/data`)).json().code, 'invalid_state', 'a directory needs recursive');
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/files?path=relative/path`)).statusCode, 400);
+
+    const agent = await agentOf(machine as unknown as { id: string; mcpToken: string });
+    assert.deepEqual((await agent('file_write', { path: '/root/notes/today.md', content: 'héllo\n' })).json, { ok: true, path: '/root/notes/today.md', size: 7 });
+    assert.deepEqual((await agent('file_write', { path: '/root/notes/today.md', content: 'more\n', append: true })).ok, true);
+    assert.equal((await agent('file_read', { path: '/root/notes/today.md' })).json.content, 'héllo\nmore\n');
+    assert.equal((await agent('file_read', { path: '/srv/data/blob.bin', encoding: 'base64' })).json.content, bytes.toString('base64'));
+    assert.equal((await agent('file_read', { path: '/srv/data/blob.bin' })).json.error?.code, 'invalid_request', 'not UTF-8: base64 says so');
+    assert.deepEqual(((await agent('file_list', { path: '/root/notes' })).json.entries as Array<{ name: string }>).map((entry) => entry.name), ['today.md']);
+    assert.deepEqual((await agent('file_delete', { path: '/srv/data', recursive: true })).json, { ok: true });
+    assert.equal((await agent('file_read', { path: '/srv/data/blob.bin' })).json.error?.status, 404);
+
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    await statusIs(machine.id, 'stopped');
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/files?path=/root`)).json().code, 'invalid_state', 'a stopped machine serves no files');
+  });
+
+  test('processes: started, output read from an offset (waiting for more), input, signals, listed; they outlive the service, not the machine', async () => {
+    const machine = await runningMachine({ name: 'worker' });
+    const started = await owner.call('POST', `/api/machines/${machine.id}/processes`, { command: 'echo ready; echo warn >&2; while read line; do echo "got $line"; done; echo bye; exit 5' });
+    assert.equal(started.statusCode, 201, started.body);
+    const process = started.json();
+    assert.match(process.id, /^proc_[0-9a-z]{26}$/);
+    assert.deepEqual([process.status, process.exitCode], ['running', null]);
+    const first = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?waitMs=5000`)).json();
+    assert.equal(first.running, true);
+    const seen = { stdout: first.stdout as string, stderr: first.stderr as string };
+    let offset = first.offset as number;
+    while (seen.stdout !== 'ready\n' || seen.stderr !== 'warn\n') {
+      const more = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?offset=${offset}&waitMs=5000`)).json();
+      seen.stdout += more.stdout;
+      seen.stderr += more.stderr;
+      offset = more.offset;
+    }
+    assert.equal(offset, 'ready\nwarn\n'.length, 'the offset counts both streams');
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/processes/${process.id}/input`, { data: 'one\ntwo\n' })).statusCode, 204);
+    const echoed = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?offset=${offset}&waitMs=5000`)).json();
+    assert.match(echoed.stdout, /^got one\n/);
+
+    const agent = await agentOf(machine as unknown as { id: string; mcpToken: string });
+    const sleeper = (await agent('process_start', { command: 'sleep 600', cwd: '/tmp' })).json;
+    assert.equal(sleeper.status, 'running');
+    assert.deepEqual((await agent('process_signal', { id: sleeper.id, signal: 'TERM' })).json, { ok: true });
+    const ended = await eventually(async () => {
+      const current = (await owner.call('GET', `/api/machines/${machine.id}/processes/${sleeper.id}`)).json();
+      return current.status === 'exited' ? current : undefined;
+    }, 10_000, 'the sleeper to end');
+    assert.equal(ended.exitCode, 143);
+    assert.equal((await agent('process_signal', { id: sleeper.id, signal: 'KILL' })).json.error?.code, 'invalid_state', 'ended: no signal');
+    const listed = (await agent('process_list')).json.data as Array<{ id: string }>;
+    assert.deepEqual(listed.map((item) => item.id), [process.id, sleeper.id]);
+
+    // The service restarts (a new app on the same database): the process is still there, still running.
+    const restarted = await createTestApp({ realClock: true, database: ctx.database, env: { MACHINE_PROVIDER: 'docker', ...SIZES } });
+    try {
+      const same = await restarted.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/processes/${process.id}`, headers: { authorization: `Bearer ${owner.key}` } });
+      assert.equal(same.json().status, 'running');
+    } finally {
+      await restarted.close();
+    }
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    await statusIs(machine.id, 'stopped');
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
+    await statusIs(machine.id, 'running');
+    const after = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}`)).json();
+    assert.deepEqual([after.status, after.exitCode], ['exited', null], 'the stop ended it');
   });
 
   test('destroy removes the container and its volumes; expiry destroys the machine too', async () => {

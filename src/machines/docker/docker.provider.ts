@@ -5,6 +5,8 @@ import { SECOND } from '../../shared/clock.ts';
 import type { MachineProvider, ProviderMachine, ProviderRun } from '../provider.ts';
 import { MACHINE_ID_LABEL, containerName, type ContainerSettings } from './container-spec.ts';
 import { execIn } from './exec.ts';
+import { dockerFiles } from './files.ts';
+import { dockerProcesses } from './processes.ts';
 import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, statusCodeOf, stopMachine } from './lifecycle.ts';
 import { EGRESS_NETWORK, INTERNAL_NETWORK, ensureNetworks, installFirewall } from './network.ts';
 import { readRunRecord } from './records.ts';
@@ -46,7 +48,8 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     network,
     screen: DEFAULT_SCREEN,
   });
-  const container = (machine: ProviderMachine) => docker.getContainer(containerName(machine.id));
+  const containerOf = (machineId: string) => docker.getContainer(containerName(machineId));
+  const container = (machine: ProviderMachine) => containerOf(machine.id);
 
   return {
     name: 'docker',
@@ -125,5 +128,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     },
 
     watch: (notice) => watchEngine(docker, MACHINE_ID_LABEL, notice, logger),
+    files: dockerFiles(containerOf),
+    processes: dockerProcesses(containerOf),
   };
 }

@@ -1,3 +1,4 @@
+import { PassThrough, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 
 export interface ExecOptions {
@@ -28,6 +29,31 @@ export const MACHINE_ENV: Record<string, string> = {
 
 function envList(env: Record<string, string>): string[] {
   return Object.entries({ ...MACHINE_ENV, ...env }).map(([name, value]) => `${name}=${value}`);
+}
+
+/**
+ * Runs `cmd` in a running container as root (the engine's exec) and answers
+ * its stdout as a stream, as it comes (a file being read, say), once the
+ * engine has started it. Its stderr is dropped.
+ * @throws the engine's error (the container is not running, say).
+ */
+export async function execStream(container: Docker.Container, cmd: string[], options: Pick<ExecOptions, 'env' | 'cwd'> = {}): Promise<Readable> {
+  const exec = await container.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false, User: 'root', Env: envList(options.env ?? {}), ...(options.cwd ? { WorkingDir: options.cwd } : {}) });
+  const stream = await exec.start({ hijack: true, stdin: false, Detach: false, Tty: false });
+  const stdout = new PassThrough();
+  // The engine is read only as fast as the reader takes it in.
+  const push = (chunk: Buffer) => {
+    if (stdout.write(chunk)) return;
+    stream.pause();
+    stdout.once('drain', () => stream.resume());
+  };
+  demultiplex(stream, { push }, { push: () => 0 });
+  stream.once('end', () => stdout.end());
+  stream.once('close', () => stdout.end());
+  stream.once('error', (error: Error) => stdout.destroy(error));
+  // A reader that stops early (a client that went away) ends the exec's stream too.
+  stdout.once('close', () => stream.destroy());
+  return stdout;
 }
 
 /**
@@ -76,7 +102,7 @@ export async function execIn(container: Docker.Container, cmd: string[], options
  * The engine's multiplexed stream without a TTY: frames of an 8-byte header
  * (stream 1 stdout, 2 stderr; big-endian length at byte 4) and their bytes.
  */
-function demultiplex(stream: NodeJS.ReadableStream, stdout: Buffer[], stderr: Buffer[]): void {
+function demultiplex(stream: NodeJS.ReadableStream, stdout: { push(chunk: Buffer): unknown }, stderr: { push(chunk: Buffer): unknown }): void {
   let pending: Buffer = Buffer.alloc(0);
   stream.on('data', (chunk: Buffer) => {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
