@@ -11,7 +11,10 @@ import { after, before, describe, test } from 'node:test';
 import { connectDatabase } from '../src/db/connect.ts';
 import { freshDatabase, onPostgres, TEST_DATABASE_URL, urlWithSchema, type TestDatabase } from './support/database.ts';
 import { linkIn, readOutbox, type ReceivedMail } from './support/mail.ts';
+import { dockerUnavailable } from './support/docker.ts';
 import { freePort, startServiceProcess } from './support/service-process.ts';
+
+const noEngine = await dockerUnavailable();
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const STARTUP_DEADLINE_MS = 20_000;
@@ -215,6 +218,17 @@ describe('start-up failures stop the server with one line naming the variable', 
     const result = await runServer({ DATABASE_URL: `postgres://postgres:hunter2secret@127.0.0.1:${await freePort()}/app`, PORT: String(await freePort()) });
     assertOneLine(result, 'DATABASE_URL');
     assert.doesNotMatch(result.stderr, /hunter2secret/);
+  });
+
+  test('MACHINE_PROVIDER=docker with no engine at DOCKER_HOST names DOCKER_HOST', async () => {
+    const result = await runServer({ MACHINE_PROVIDER: 'docker', DOCKER_HOST: `unix://${join(dir, 'no-engine.sock')}`, DATABASE_URL: `sqlite:${join(dir, 'docker.db')}`, PORT: String(await freePort()) });
+    assertOneLine(result, 'DOCKER_HOST');
+  });
+
+  test('MACHINE_PROVIDER=docker with an image the engine lacks names MACHINE_IMAGE and how to build it', { skip: noEngine }, async () => {
+    const result = await runServer({ MACHINE_PROVIDER: 'docker', MACHINE_IMAGE: 'machine-platform/no-such-image:0', DATABASE_URL: `sqlite:${join(dir, 'image.db')}`, PORT: String(await freePort()) });
+    assertOneLine(result, 'MACHINE_IMAGE');
+    assert.match(result.stderr, /npm run machine-image/);
   });
 
   test('a PostgreSQL database that does not exist names DATABASE_URL', { skip: !onPostgres && 'needs PostgreSQL' }, async () => {

@@ -185,15 +185,19 @@ export async function startManualRun(
 
 /**
  * A manual run for a synchronous caller (an agent's MCP tool): queued like any
- * other, then waited for, at most the provider's longest run; the answer is
- * the finished run, or the run as it is then (still `running`).
+ * other, then waited for, at most its timeout (and the provider's longest
+ * run); the answer is the finished run, or the run as it is then (still `running`).
  * @throws AppError 404 unknown machine, 409 invalid_state when it is not running.
  */
 export async function runAndWait(deps: Deps, provider: MachineProvider, accountId: string, machineId: string, input: ManualRun): Promise<RunView> {
   const queued = await startManualRun(deps, provider, accountId, machineId, input);
-  const run = await waitForRun(deps, queued.id, provider.maxRunMs);
+  // A run cannot outlast its timeout by much: waiting longer would only hold the caller.
+  const run = await waitForRun(deps, queued.id, Math.min(provider.maxRunMs, (input.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS) + RUN_WAIT_MARGIN_MS));
   return run === undefined ? queued : toRunView(run);
 }
+
+/** Past a run's timeout, how long a synchronous caller still waits for its outcome to be recorded. */
+const RUN_WAIT_MARGIN_MS = 10_000;
 
 /** How often a waiter reads the run anyway, should the signal of its end be missed (a lost listener connection). */
 const WAIT_POLL_MS = 1000;
