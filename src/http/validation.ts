@@ -31,7 +31,8 @@ interface JsonSchema {
 
 type Validator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null | undefined };
 
-const INTEGER_TEXT = /^-?(?:0|[1-9][0-9]*)$/;
+/** Decimal digits; a minus only before a digit other than a lone 0 ("-0" is no way to write zero). */
+const INTEGER_TEXT = /^(?:0|-?[1-9][0-9]*)$/;
 const NUMBER_TEXT = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/;
 
 /**

@@ -111,7 +111,7 @@ export const machineAccessRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: "A process's output from an offset on (at most 1 MiB a read), waiting up to waitMs for more",
       params: ProcessParams,
       querystring: Type.Object({
-        offset: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 })),
+        offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 2 ** 48, default: 0 })),
         waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: OUTPUT_WAIT_LIMIT_MS, default: 0 })),
       }, strict),
       response: responses({ 200: ProcessOutputSchema }),

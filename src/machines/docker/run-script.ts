@@ -1,3 +1,4 @@
+import type { CommandResult } from '../provider.ts';
 import { StringDecoder } from 'node:string_decoder';
 
 /** CONTRACT 15: at most this much of a run's stdout, of its stderr and of its combined output is kept. */
@@ -78,16 +79,7 @@ report "$(cat "$dir/exit")"
 `;
 
 /** A run's outcome as the machine recorded it. */
-export interface RunRecord {
-  /** Null when it was killed for its timeout. */
-  exitCode: number | null;
-  timedOut: boolean;
-  stdout: string;
-  stderr: string;
-  output: string;
-  /** Some of it was past RUN_OUTPUT_LIMIT and is not kept. */
-  truncated: boolean;
-}
+export type RunRecord = CommandResult;
 
 const HEADER = /^machine-platform-run 1 (\d+|timeout|unknown) (\d+) (\d+) (\d+)\n/;
 
