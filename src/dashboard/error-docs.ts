@@ -148,6 +148,11 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'The machine’s provider does not offer this: the simulated provider has no files, processes or screen.',
     fix: 'Run the service with `MACHINE_PROVIDER=docker` (see the README’s Real machines section) and use a machine created there.',
   },
+  no_display: {
+    status: 409,
+    description: 'The machine has no display to take a picture of or act on: its image has none (the default image has one: Xvfb on :1), or the simulated provider runs it.',
+    fix: 'Use the default machine image (`npm run machine-image`) with `MACHINE_PROVIDER=docker`, or an image with Xvfb, scrot and xdotool.',
+  },
   service_unavailable: {
     status: 503,
     description: 'The service is shutting down, starting, or cannot reach its database.',

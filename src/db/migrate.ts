@@ -11,6 +11,7 @@ import * as oauth from './migrations/0008_oauth.ts';
 import * as deliveriesInPlace from './migrations/0009_deliveries_in_place.ts';
 import * as fewerKeyChecks from './migrations/0010_fewer_key_checks.ts';
 import * as realRuns from './migrations/0011_real_runs.ts';
+import * as screens from './migrations/0012_screens.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -27,6 +28,7 @@ const migrations: Record<string, Migration> = {
   '0009_deliveries_in_place': deliveriesInPlace,
   '0010_fewer_key_checks': fewerKeyChecks,
   '0011_real_runs': realRuns,
+  '0012_screens': screens,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -39,6 +39,7 @@ export const PROBLEM_TITLES: Record<string, string> = {
   replayed: 'Request already received',
   provider_error: 'Machine host failed',
   not_supported: 'Not offered by this machine',
+  no_display: 'No display on this machine',
   payload_too_large: 'Payload too large',
   unsupported_media_type: 'Unsupported media type',
   headers_too_large: 'Request headers too large',

@@ -4,6 +4,7 @@ import { accountIdOf } from '../http/auth.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { createLiveView, LIVE_VIEW_PATH, renderLiveView } from './live-view.service.ts';
 import { LiveViewSchema } from './machines.schemas.ts';
+import { takeScreenshot } from './screens.service.ts';
 
 const tags = ['machines'];
 
@@ -27,6 +28,13 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: responses({ 201: LiveViewSchema }),
     },
   }, async (request, reply) => reply.code(201).send(await createLiveView(deps, accountIdOf(request), request.params.id)));
+
+  app.get('/api/machines/:id/screenshot', {
+    schema: { tags, summary: "A picture of a running machine's screen (image/png; 409 no_display without one)", params: IdParamsSchema },
+  }, async (request, reply) => {
+    const shot = await takeScreenshot(deps, provider, accountIdOf(request), request.params.id);
+    return reply.type(shot.contentType).header('cache-control', 'no-store').send(shot.body);
+  });
 
   app.get(`${LIVE_VIEW_PATH}/:token`, {
     config: { auth: 'none' },

@@ -67,10 +67,12 @@ export async function renderLiveView(deps: Deps, provider: MachineProvider, toke
     const main = '<h1>This live-view link has expired or is unknown.</h1>\n<p>Live-view links work for 15 minutes. Ask whoever shared it for a new one.</p>';
     return { status: 404, html: page('Live view link expired or unknown', main, false) };
   }
-  const screen = await provider.screen(toProviderMachine(machine));
+  // A machine that is not up (or a host that fails) shows no picture, rather than an error page.
+  const screen = await provider.screen(toProviderMachine(machine)).catch(() => null);
   const name = escapeHtml(machine.name);
   const status = escapeHtml(machine.status);
-  const picture = `data:${screen.contentType};base64,${Buffer.from(screen.body, 'utf8').toString('base64')}`;
-  const main = `<h1>${name} <span data-status="${status}">(${status})</span></h1>\n<img src="${picture}" alt="Screen of ${name}, ${status}">`;
+  const picture = screen === null ? null : `data:${screen.contentType};base64,${screen.body.toString('base64')}`;
+  const shown = picture === null ? '<p>No picture of the screen: the machine is not running, or has no display.</p>' : `<img src="${picture}" alt="Screen of ${name}, ${status}">`;
+  const main = `<h1>${name} <span data-status="${status}">(${status})</span></h1>\n${shown}`;
   return { status: 200, html: page(`Live view: ${name}`, main, true) };
 }

@@ -3,7 +3,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import * as z from 'zod';
 import type { Deps } from '../deps.ts';
 import { invalidRequest } from '../http/errors.ts';
-import { defineTool } from '../mcp/tools.ts';
+import { defineContentTool, defineTool, imageResult } from '../mcp/tools.ts';
+import { ComputerInput } from './computer-use.ts';
+import { actOnScreen, takeScreenshot } from './screens.service.ts';
 import {
   deletePath,
   listDirectory,
@@ -73,6 +75,32 @@ export function registerMachineTools(server: McpServer, context: MachineToolCont
 
   if (provider.processes) registerProcessTools(server, context, provider);
   if (provider.files) registerFileTools(server, context, provider);
+  registerScreenTools(server, context, provider);
+}
+
+function registerScreenTools(server: McpServer, context: MachineToolContext, provider: MachineProvider): void {
+  const { deps, accountId, machineId, logger } = context;
+
+  defineContentTool(server, logger, 'screenshot', {
+    description: "A picture of this machine's screen (PNG), with its width and height.",
+    input: z.strictObject({}),
+    annotations: { readOnlyHint: true },
+  }, async () => {
+    const shot = await takeScreenshot(deps, provider, accountId, machineId);
+    return imageResult(shot, { width: shot.width, height: shot.height });
+  });
+
+  defineContentTool(server, logger, 'computer', {
+    description:
+      "Uses this machine's screen with mouse and keyboard, as Anthropic's computer-use tool does: key, type, mouse_move, left_click, right_click, " +
+      'middle_click, double_click, triple_click, left_click_drag, left_mouse_down, left_mouse_up, scroll, hold_key, wait, screenshot, cursor_position. ' +
+      'Coordinates are [x, y] pixels from the top left. Answers a screenshot after the action (cursor_position answers {x, y}).',
+    input: ComputerInput,
+  }, async (input) => {
+    const answer = await actOnScreen(deps, provider, accountId, machineId, input);
+    if ('cursor' in answer) return { content: [{ type: 'text', text: JSON.stringify(answer.cursor) }], structuredContent: answer.cursor };
+    return imageResult(answer.screenshot, { width: answer.screenshot.width, height: answer.screenshot.height });
+  });
 }
 
 function registerProcessTools(server: McpServer, context: MachineToolContext, provider: MachineProvider): void {

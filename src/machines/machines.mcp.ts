@@ -9,6 +9,7 @@ import { toMachineView } from './machines.repository.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
 import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
+import { SCREEN_LIMITS } from './screen-size.ts';
 import type { MachineProvider } from './provider.ts';
 
 // The same limits as the HTTP schemas (machines.schemas.ts, runs.schemas.ts), in zod for the MCP SDK.
@@ -52,6 +53,13 @@ export function machinePlatformTools(provider: MachineProvider): PlatformToolReg
         expiresAt: z.iso.datetime({ offset: true }).optional().describe('ISO 8601; must be in the future'),
         onExpire: z.enum(['stop', 'destroy']).optional(),
         pool: z.string().min(1).max(MACHINE_LIMITS.poolRef).optional().describe('Warm pool name or id'),
+        screen: z
+          .strictObject({
+            width: z.number().int().min(SCREEN_LIMITS.min.width).max(SCREEN_LIMITS.max.width),
+            height: z.number().int().min(SCREEN_LIMITS.min.height).max(SCREEN_LIMITS.max.height),
+          })
+          .optional()
+          .describe('The display size (default 1280×800)'),
       }),
     }, (input) => createMachine(deps, provider, accountId, input));
 

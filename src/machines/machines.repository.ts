@@ -3,6 +3,7 @@ import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { MachinesTable, MachineStatus } from './machines.tables.ts';
 import type { ProviderMachine } from './provider.ts';
+import { DEFAULT_SCREEN, type ScreenSize } from './screen-size.ts';
 
 export type MachineRow = MachinesTable;
 
@@ -20,6 +21,7 @@ export interface MachineView {
   externalId: string;
   labels: Record<string, string>;
   expiresAt: string | null;
+  screen: ScreenSize;
   createdAt: string;
 }
 
@@ -32,12 +34,17 @@ export function toMachineView(row: MachineRow): MachineView {
     externalId: row.external_id,
     labels: parseLabels(row.labels),
     expiresAt: toIsoOrNull(row.expires_at),
+    screen: screenOf(row),
     createdAt: toIso(row.created_at),
   };
 }
 
+export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>): ScreenSize {
+  return row.screen_width !== null && row.screen_height !== null ? { width: row.screen_width, height: row.screen_height } : DEFAULT_SCREEN;
+}
+
 export function toProviderMachine(row: MachineRow): ProviderMachine {
-  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at };
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row) };
 }
 
 /** Statuses in which a pooled machine counts as warm. */

@@ -1,3 +1,4 @@
+import { DEFAULT_SCREEN, SCREEN_LIMITS } from './screen-size.ts';
 import { Type } from 'typebox';
 import { ListQuerySchema } from '../http/pagination.ts';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
@@ -39,6 +40,15 @@ export const OnExpireSchema = Type.Union([Type.Literal('stop'), Type.Literal('de
 
 export const MachineName = Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.name, description: 'One line, no control characters' });
 
+/** CONTRACT 16: the display of machines whose image has one. */
+export const ScreenSizeSchema = Type.Object(
+  {
+    width: Type.Integer({ minimum: SCREEN_LIMITS.min.width, maximum: SCREEN_LIMITS.max.width }),
+    height: Type.Integer({ minimum: SCREEN_LIMITS.min.height, maximum: SCREEN_LIMITS.max.height }),
+  },
+  { ...strict, description: `The display's size in pixels (default ${DEFAULT_SCREEN.width}×${DEFAULT_SCREEN.height})` },
+);
+
 export const CreateMachineBody = Type.Object(
   {
     name: MachineName,
@@ -48,6 +58,7 @@ export const CreateMachineBody = Type.Object(
     expiresAt: Type.Optional(Type.String({ format: 'date-time', description: 'When the machine expires; must be in the future' })),
     onExpire: Type.Optional(OnExpireSchema),
     pool: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.poolRef, description: 'A warm pool (name or id) to take the machine from' })),
+    screen: Type.Optional(ScreenSizeSchema),
   },
   strict,
 );
@@ -60,6 +71,7 @@ export const MachineSchema = Type.Object({
   externalId: Type.String({ description: 'The empty string when none was given' }),
   labels: Type.Record(Type.String(), Type.String()),
   expiresAt: NullableTimestamp,
+  screen: ScreenSizeSchema,
   createdAt: Timestamp,
 });
 

@@ -52,6 +52,8 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     mcp_token_hash: hashToken(mcpToken),
     pending_action: null,
     pending_reason: null,
+    screen_width: fields.screen?.width ?? null,
+    screen_height: fields.screen?.height ?? null,
     created_at: now,
     updated_at: now,
   };

@@ -34,6 +34,9 @@ export interface MachinesTable {
   /** Set with status `stopping`: the stop or destroy the host is being asked for, and the reason its event will carry. */
   pending_action: PendingAction | null;
   pending_reason: string | null;
+  /** The screen chosen at create; null: DEFAULT_SCREEN. */
+  screen_width: number | null;
+  screen_height: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -200,6 +200,8 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     mcp_token_hash: null,
     pending_action: null,
     pending_reason: null,
+    screen_width: null,
+    screen_height: null,
     created_at: now,
     updated_at: now,
   };

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { ComputerPlan } from './computer-use.ts';
 import type { MachineStatus } from './machines.tables.ts';
 
 /** What a provider is told about a machine. */
@@ -10,6 +11,8 @@ export interface ProviderMachine {
   status: MachineStatus;
   /** When the machine entered its current status (epoch ms). */
   statusChangedAt: number;
+  /** Its display's size, for images that have one. */
+  screen: { width: number; height: number };
 }
 
 /** One entry of a machine's directory. */
@@ -104,9 +107,20 @@ export interface CommandResult {
   truncated: boolean;
 }
 
-export interface Screen {
+/** A picture of a machine's display, as the provider takes it (a PNG on real machines). */
+export interface Screenshot {
   contentType: string;
-  body: string;
+  body: Buffer;
+  width: number;
+  height: number;
+}
+
+/** What an action on the display answers: the screen after it, or where the pointer is. */
+export type ComputerAnswer = { screenshot: Screenshot } | { cursor: { x: number; y: number } };
+
+/** The display refused an action it cannot do (a key it has no name for): the caller's mistake, said in its message. */
+export class ActionRefused extends Error {
+  override name = 'ActionRefused';
 }
 
 /**
@@ -163,8 +177,15 @@ export interface MachineProvider {
    * of the run (it stopped or was destroyed before recording it).
    */
   runCommand(machine: ProviderMachine, run: ProviderRun, signal: AbortSignal): Promise<CommandResult | null>;
-  /** The machine's screen, for the live view (a real host fetches a screenshot). */
-  screen(machine: ProviderMachine): Promise<Screen>;
+  /** A picture of the machine's display; null for one without a display. */
+  screen(machine: ProviderMachine): Promise<Screenshot | null>;
+  /**
+   * Performs an action on the display and answers the screen after it (or
+   * the pointer's place); null for a machine without a display. Where absent,
+   * the provider's machines have no display to act on.
+   * @throws ActionRefused for an action the display cannot do.
+   */
+  computer?(machine: ProviderMachine, plan: ComputerPlan): Promise<ComputerAnswer | null>;
   /** A line the `run_command` tool's description adds (how this provider runs commands). */
   readonly commandsNote?: string;
   /** A running machine's files, where the provider offers them. */

@@ -120,7 +120,7 @@ export function createSimulatedProvider(options: { bootMs: number; clock: Clock;
 <text x="512" y="350" fill="${colour}" font-family="sans-serif" font-size="28" text-anchor="middle">${escapeHtml(machine.status)}</text>
 <text x="512" y="600" fill="#8b949e" font-family="sans-serif" font-size="16" text-anchor="middle">simulated machine ${escapeHtml(machine.id)}</text>
 </svg>`;
-      return { contentType: 'image/svg+xml', body };
+      return { contentType: 'image/svg+xml', body: Buffer.from(body, 'utf8'), width: 1024, height: 640 };
     },
 
     commandsNote: 'The simulated machine executes nothing: the output echoes the command; `false` or a command ending in `exit N` (N ≠ 0) fails, and `sleep N` takes N seconds.',

@@ -31,6 +31,11 @@ export function toolError(error: unknown, logger: FastifyBaseLogger, tool: strin
   return { isError: true, content: [{ type: 'text', text: `${problem.code}: ${problem.detail}` }], structuredContent: { error: problem } };
 }
 
+/** A picture (a screenshot) as MCP image content, with what describes it as structured content. */
+export function imageResult(image: { body: Buffer; contentType: string }, structured: Record<string, unknown>): CallToolResult {
+  return { content: [{ type: 'image', data: image.body.toString('base64'), mimeType: image.contentType }], structuredContent: structured };
+}
+
 /** Registers a tool whose handler returns the HTTP API's JSON, or throws an AppError. */
 export function defineTool<S extends z.ZodObject>(
   server: McpServer,
@@ -39,6 +44,17 @@ export function defineTool<S extends z.ZodObject>(
   definition: ToolDefinition<S>,
   handle: (args: z.output<S>) => Promise<object>,
 ): void {
+  defineContentTool(server, logger, name, definition, async (args) => toolResult(await handle(args)));
+}
+
+/** Registers a tool whose handler answers its own result (an image, say), or throws an AppError. */
+export function defineContentTool<S extends z.ZodObject>(
+  server: McpServer,
+  logger: FastifyBaseLogger,
+  name: string,
+  definition: ToolDefinition<S>,
+  handle: (args: z.output<S>) => Promise<CallToolResult>,
+): void {
   const input: z.ZodObject = definition.input;
   server.registerTool(
     name,
@@ -46,7 +62,7 @@ export function defineTool<S extends z.ZodObject>(
     async (args: unknown) => {
       try {
         // The SDK has validated args against `input` before calling.
-        return toolResult(await handle(args as z.output<S>));
+        return await handle(args as z.output<S>);
       } catch (error) {
         return toolError(error, logger, name);
       }

@@ -43,8 +43,6 @@ export interface ContainerSettings {
   size: MachineSize;
   /** The engine network the machine joins (with or without a way out). */
   network: string;
-  /** `1280x800`: the display's size, for images that have one. */
-  screen: string;
 }
 
 /** Everything the engine is told about a machine's container, in one place, from its size. */
@@ -58,7 +56,8 @@ export function containerSpec(machine: ProviderMachine, settings: ContainerSetti
     Hostname: hostnameOf(machine.name),
     WorkingDir: '/root',
     User: 'root',
-    Env: ['DISPLAY=:1', `MACHINE_SCREEN=${settings.screen}`],
+    // The machine init's display (the default image's) takes its size from here.
+    Env: ['DISPLAY=:1', `MACHINE_SCREEN=${machine.screen.width}x${machine.screen.height}`],
     Labels: { [MACHINE_ID_LABEL]: machine.id },
     HostConfig: {
       Init: true,

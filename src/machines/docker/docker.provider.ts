@@ -7,6 +7,7 @@ import { MACHINE_ID_LABEL, containerName, type ContainerSettings } from './conta
 import { execIn } from './exec.ts';
 import { dockerFiles } from './files.ts';
 import { dockerProcesses } from './processes.ts';
+import { dockerScreen } from './screen.ts';
 import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, statusCodeOf, stopMachine } from './lifecycle.ts';
 import { EGRESS_NETWORK, INTERNAL_NETWORK, ensureNetworks, installFirewall } from './network.ts';
 import { readRunRecord } from './records.ts';
@@ -17,8 +18,6 @@ import { watchEngine } from './events.ts';
 const SAFETY_CHECK_MS = 60 * SECOND;
 /** A stop in order: TERM, then KILL after this. */
 const STOP_GRACE_SECONDS = 10;
-/** The screen of machines whose image has one (CONTRACT 16's default). */
-const DEFAULT_SCREEN = '1280x800';
 
 function describeBytes(bytes: number): string {
   return bytes % 1024 ** 3 === 0 ? `${bytes / 1024 ** 3} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`;
@@ -46,10 +45,10 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     image: config.image,
     size: config.sizes[machine.size] ?? config.sizes[sizes[0]!]!,
     network,
-    screen: DEFAULT_SCREEN,
   });
   const containerOf = (machineId: string) => docker.getContainer(containerName(machineId));
   const container = (machine: ProviderMachine) => containerOf(machine.id);
+  const display = dockerScreen(containerOf);
 
   return {
     name: 'docker',
@@ -123,9 +122,8 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       return parseRunAnswer(answer);
     },
 
-    async screen(machine) {
-      return { contentType: 'text/plain', body: `${machine.name}: no screen yet` };
-    },
+    screen: (machine) => display.screenshot(machine),
+    computer: (machine, plan) => display.computer(machine, plan),
 
     watch: (notice) => watchEngine(docker, MACHINE_ID_LABEL, notice, logger),
     files: dockerFiles(containerOf),

@@ -24,58 +24,63 @@ export const RECORDS_DIR = '/var/lib/machine-platform';
  * so a timeout kills all it started, and first in line for the kernel's
  * out-of-memory killer (oom_score_adj 500), so a command that runs out of
  * memory is killed rather than the machine's init or its screen. Its output is kept whole on the machine's
- * disk; records of runs that ended over an hour ago are removed as runs start.
+ * disk; records older than two hours (the longest timeout is one) are removed as runs start.
  */
 export const RUN_SCRIPT = `
 set -u
 base=${RECORDS_DIR}/runs
 dir=$base/$1
-boot=$(cut -d' ' -f22 /proc/1/stat 2>/dev/null || echo 0)
+limit=${RUN_OUTPUT_LIMIT}
+read -r _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ boot _ < /proc/1/stat
 report() {
-  printf 'machine-platform-run 1 %s %s %s %s\\n' "$1" "$(wc -c < "$dir/stdout")" "$(wc -c < "$dir/stderr")" "$(wc -c < "$dir/output")"
-  head -c ${RUN_OUTPUT_LIMIT} "$dir/stdout"
-  head -c ${RUN_OUTPUT_LIMIT} "$dir/stderr"
-  head -c ${RUN_OUTPUT_LIMIT} "$dir/output"
+  if command -v stat >/dev/null 2>&1; then set -- "$1" $(stat -c %s "$dir/stdout" "$dir/stderr" "$dir/output")
+  else set -- "$1" "$(wc -c < "$dir/stdout")" "$(wc -c < "$dir/stderr")" "$(wc -c < "$dir/output")"; fi
+  printf 'machine-platform-run 1 %s %s %s %s\\n' "$@"
+  if [ "$2" -le "$limit" ] && [ "$3" -le "$limit" ] && [ "$4" -le "$limit" ]; then
+    cat "$dir/stdout" "$dir/stderr" "$dir/output"
+  else
+    head -c "$limit" "$dir/stdout"; head -c "$limit" "$dir/stderr"; head -c "$limit" "$dir/output"
+  fi
 }
-unknown() {
-  printf 'machine-platform-run 1 unknown 0 0 0\\n'
-  exit 0
-}
-mkdir -p "$base" || exit 97
+[ -d "$base" ] || mkdir -p "$base" || exit 97
 if mkdir "$dir" 2>/dev/null; then
   echo "$$" > "$dir/owner"
   echo "$boot" > "$dir/boot"
-  find "$base" -mindepth 2 -maxdepth 2 -name exit -mmin +60 2>/dev/null | while read -r old; do rm -rf "\${old%/exit}"; done
+  # Nothing in the background may hold this exec's output open: the engine waits for it before answering.
+  ( find "$base" -mindepth 1 -maxdepth 1 -mmin +120 -exec rm -rf {} + ) < /dev/null > /dev/null 2>&1 &
   : > "$dir/stdout"; : > "$dir/stderr"; : > "$dir/output"
   mkfifo "$dir/out" "$dir/err" || exit 97
-  tee -a "$dir/stdout" < "$dir/out" >> "$dir/output" & t1=$!
-  tee -a "$dir/stderr" < "$dir/err" >> "$dir/output" & t2=$!
+  tee -a "$dir/stdout" < "$dir/out" >> "$dir/output" 2> /dev/null & t1=$!
+  tee -a "$dir/stderr" < "$dir/err" >> "$dir/output" 2> /dev/null & t2=$!
   session=; command -v setsid >/dev/null 2>&1 && session=setsid
   $session /bin/sh -c 'echo 500 > /proc/self/oom_score_adj 2>/dev/null; cd "$1" && exec /bin/sh -c "$2"' sh "$3" "$4" < /dev/null > "$dir/out" 2> "$dir/err" &
   pid=$!
   ( trap 'kill "$s" 2>/dev/null; exit 0' TERM
     sleep "$2" & s=$!; wait "$s"
-    : > "$dir/timedout"; kill -KILL -"$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null ) &
+    : > "$dir/timedout"; kill -KILL -"$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null ) < /dev/null > /dev/null 2>&1 &
   dog=$!
   wait "$pid"; code=$?
   kill "$dog" 2>/dev/null
   # What the command started in the background may hold its output open: a second for the rest of it, no more.
-  ( sleep 1; kill "$t1" "$t2" 2>/dev/null ) & late=$!
+  ( trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    sleep 1 & s=$!; wait "$s"; kill "$t1" "$t2" 2>/dev/null ) < /dev/null > /dev/null 2>&1 &
+  late=$!
   wait "$t1" "$t2"
   kill "$late" 2>/dev/null
   [ -f "$dir/timedout" ] && code=timeout
-  echo "$code" > "$dir/exit.new" && mv "$dir/exit.new" "$dir/exit"
-  rm -f "$dir/out" "$dir/err"
+  # One short write: a waiter that sees it non-empty sees all of it.
+  echo "$code" > "$dir/exit"
 else
-  while [ ! -f "$dir/exit" ]; do
-    started=$(cat "$dir/boot" 2>/dev/null || true)
-    if [ -n "$started" ] && [ "$started" != "$boot" ]; then unknown; fi
-    owner=$(cat "$dir/owner" 2>/dev/null || true)
-    if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null && [ ! -f "$dir/exit" ]; then unknown; fi
+  while [ ! -s "$dir/exit" ]; do
+    started=; read -r started < "$dir/boot" 2>/dev/null
+    if [ -n "$started" ] && [ "$started" != "$boot" ]; then printf 'machine-platform-run 1 unknown 0 0 0\\n'; exit 0; fi
+    owner=; read -r owner < "$dir/owner" 2>/dev/null
+    if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null && [ ! -s "$dir/exit" ]; then printf 'machine-platform-run 1 unknown 0 0 0\\n'; exit 0; fi
     sleep 0.2
   done
+  read -r code < "$dir/exit"
 fi
-report "$(cat "$dir/exit")"
+report "$code"
 `;
 
 /** A run's outcome as the machine recorded it. */

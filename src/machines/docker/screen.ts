@@ -1,0 +1,88 @@
+import type Docker from 'dockerode';
+import type { Button, ComputerPlan, ScreenStep } from '../computer-use.ts';
+import { ActionRefused, type ComputerAnswer, type ProviderMachine, type Screenshot } from '../provider.ts';
+import { execIn } from './exec.ts';
+
+/** What a machine's image must have for a screen: the default image's display (:1), scrot and xdotool. */
+const HAS_SCREEN = `[ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1 && command -v xdotool >/dev/null 2>&1 || exit 3`;
+/** A PNG of the whole display on stdout. */
+const SCREENSHOT = `f=/tmp/machine-platform-screen-$$.png; scrot -o -z "$f" && cat "$f"; rm -f "$f"`;
+/** xdotool reports an unknown key name on stderr, and goes on: exit 4 with it. */
+const KEY_CHECK = `if grep -q 'No such key name' "$e"; then grep -m1 'No such key name' "$e" >&2; rm -f "$e"; exit 4; fi; rm -f "$e"`;
+
+const BUTTONS: Record<Button, number> = { left: 1, middle: 2, right: 3 };
+const WHEEL = { up: 4, down: 5, left: 6, right: 7 } as const;
+
+/** A word for /bin/sh, whatever it holds. */
+export function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+function commandOf(step: ScreenStep): string {
+  const xdotool = (...words: Array<string | number>) => `xdotool ${words.map((word) => (typeof word === 'number' ? String(word) : shellQuote(word))).join(' ')} 2>>"$e"`;
+  switch (step.step) {
+    case 'move':
+      return xdotool('mousemove', step.x, step.y);
+    case 'click':
+      return xdotool('click', '--repeat', step.count, '--delay', 80, BUTTONS[step.button]);
+    case 'press':
+      return xdotool('mousedown', BUTTONS[step.button]);
+    case 'release':
+      return xdotool('mouseup', BUTTONS[step.button]);
+    case 'scroll':
+      return xdotool('click', '--repeat', step.amount, '--delay', 20, WHEEL[step.direction]);
+    case 'key':
+      return xdotool('key', '--clearmodifiers', '--', ...step.keys.split(' '));
+    case 'hold':
+      return `${xdotool('keydown', '--', ...step.keys.split(' '))}; sleep ${step.seconds}; ${xdotool('keyup', '--', ...step.keys.split(' '))}`;
+    case 'type':
+      return xdotool('type', '--delay', 8, '--', step.text);
+    case 'wait':
+      return `sleep ${step.seconds}`;
+  }
+}
+
+class NoDisplay extends Error {
+  override name = 'NoDisplay';
+}
+
+/** A machine's display through the engine's exec: xdotool for input, scrot for pictures, one exec per action. */
+export function dockerScreen(containerOf: (machineId: string) => Docker.Container) {
+  async function perform(machine: ProviderMachine, script: string): Promise<Buffer> {
+    const { stdout, stderr, exitCode } = await execIn(containerOf(machine.id), ['/bin/sh', '-c', `${HAS_SCREEN}\ne=$(mktemp)\n${script}`], { exitCode: true });
+    if (exitCode === 3) throw new NoDisplay(`${machine.name} has no display`);
+    if (exitCode === 4) throw new ActionRefused(stderr.toString('utf8').trim().replace(/^\(symbol\) /, '').replace(/\. Ignoring it\.$/, ''));
+    if (exitCode !== 0) throw new Error(`the display did not answer (exit ${exitCode}): ${stderr.toString('utf8').trim()}`);
+    return stdout;
+  }
+
+  async function withDisplay(act: () => Promise<Buffer>): Promise<Buffer | null> {
+    try {
+      return await act();
+    } catch (error) {
+      if (error instanceof NoDisplay) return null;
+      throw error;
+    }
+  }
+
+  return {
+    /** Null for an image without a screen. */
+    async screenshot(machine: ProviderMachine): Promise<Screenshot | null> {
+      const body = await withDisplay(() => perform(machine, SCREENSHOT));
+      return body === null ? null : { contentType: 'image/png', body, ...machine.screen };
+    },
+
+    /** Null for an image without a screen. @throws ActionRefused for a key xdotool does not know. */
+    async computer(machine: ProviderMachine, plan: ComputerPlan): Promise<ComputerAnswer | null> {
+      if (plan.answer === 'cursor') {
+        const out = await withDisplay(() => perform(machine, `xdotool getmouselocation --shell 2>>"$e"; rm -f "$e"`));
+        if (out === null) return null;
+        const text = out.toString('latin1');
+        return { cursor: { x: Number(/^X=(\d+)/m.exec(text)?.[1]), y: Number(/^Y=(\d+)/m.exec(text)?.[1]) } };
+      }
+      const steps = plan.steps.map(commandOf).join('\n');
+      const body = await withDisplay(() => perform(machine, `${steps}\n${KEY_CHECK}\n${SCREENSHOT}`));
+      return body === null ? null : { screenshot: { contentType: 'image/png', body, ...machine.screen } };
+    },
+  };
+}
