@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { loadConfig } from '../src/config.ts';
 import { containerName, containerSpec } from '../src/machines/docker/container-spec.ts';
+import { DEFAULT_SCREEN } from '../src/machines/screen-size.ts';
 import { execIn } from '../src/machines/docker/exec.ts';
 import { EGRESS_NETWORK } from '../src/machines/docker/network.ts';
 import { RUN_SCRIPT } from '../src/machines/docker/run-script.ts';
@@ -117,9 +118,9 @@ async function destroyAll(ids: string[]): Promise<void> {
 async function engineBootMs(): Promise<number> {
   const id = newId('mch');
   created.push(id);
-  const settings = { image: machines.image, size: machines.sizes.small ?? Object.values(machines.sizes)[0]!, network: EGRESS_NETWORK.name, screen: '1280x800' };
+  const settings = { image: machines.image, size: machines.sizes.small ?? Object.values(machines.sizes)[0]!, network: EGRESS_NETWORK.name };
   const started = performance.now();
-  const container = await docker.createContainer(containerSpec({ id, name: 'bench-engine', size: 'small', labels: {}, status: 'starting', statusChangedAt: Date.now() }, settings));
+  const container = await docker.createContainer(containerSpec({ id, name: 'bench-engine', size: 'small', labels: {}, status: 'starting', statusChangedAt: Date.now(), screen: DEFAULT_SCREEN }, settings));
   await container.start();
   const ms = performance.now() - started;
   await container.remove({ force: true, v: true });
