@@ -1,0 +1,137 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { createTestApp, type TestContext } from '../support/app.ts';
+import { dockerUnavailable, removeMachineContainers } from '../support/docker.ts';
+import { newOwner, type Owner } from '../support/machines.ts';
+import { eventually } from '../support/receiver.ts';
+
+const skip = await dockerUnavailable();
+
+/** A PNG's size, from its IHDR chunk. */
+function pngSize(bytes: Buffer): { width: number; height: number } {
+  assert.equal(bytes.subarray(1, 4).toString('latin1'), 'PNG', 'a PNG');
+  return { width: bytes.readUInt32BE(16), height: bytes.readUInt32BE(20) };
+}
+
+/**
+ * CONTRACT 16 against a real Docker engine: a machine boots with a display of
+ * the size it was given; agents take screenshots and use mouse and keyboard
+ * through the machine's MCP tools, with the official SDK client.
+ */
+describe('screens of real machines', { skip, timeout: 300_000 }, () => {
+  let ctx: TestContext;
+  let owner: Owner;
+  let base: string;
+  const clients: Client[] = [];
+
+  before(async () => {
+    ctx = await createTestApp({ realClock: true, env: { MACHINE_PROVIDER: 'docker' } });
+    owner = await newOwner(ctx);
+    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+  });
+  after(async () => {
+    for (const client of clients) await client.close();
+    const machines = ctx ? await ctx.app.deps.db.selectFrom('machines').select('id').execute() : [];
+    await ctx?.close();
+    await removeMachineContainers(machines.map((machine) => machine.id));
+  });
+
+  async function runningMachine(body: Record<string, unknown>): Promise<{ id: string; mcpToken: string }> {
+    const created = await owner.call('POST', '/api/machines', body);
+    assert.equal(created.statusCode, 201, created.body);
+    await eventually(async () => ((await owner.call('GET', `/api/machines/${created.json().id}`)).json().status === 'running' ? true : undefined), 60_000, 'running');
+    return created.json();
+  }
+
+  async function agentOf(machine: { id: string; mcpToken: string }) {
+    const client = new Client({ name: 'computer-user', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
+    clients.push(client);
+    return { client, call: async (name: string, args: Record<string, unknown> = {}) => (await client.callTool({ name, arguments: args })) as CallToolResult };
+  }
+
+  const imageOf = (result: CallToolResult) => {
+    assert.notEqual(result.isError, true, JSON.stringify(result.content));
+    const [content] = result.content;
+    assert.equal(content!.type, 'image');
+    assert.equal((content as { mimeType: string }).mimeType, 'image/png');
+    return Buffer.from((content as { data: string }).data, 'base64');
+  };
+
+  const run = async (machineId: string, command: string) => {
+    const queued = (await owner.call('POST', `/api/machines/${machineId}/runs`, { command })).json();
+    return eventually(async () => {
+      const current = (await owner.call('GET', `/api/runs/${queued.id}`)).json();
+      return current.status === 'succeeded' || current.status === 'failed' ? current : undefined;
+    }, 60_000, command);
+  };
+
+  test('a machine boots with a display of the size it asked for; screenshot is a PNG of that size, over MCP and HTTP', async () => {
+    const machine = await runningMachine({ name: 'wide', screen: { width: 1024, height: 768 } });
+    assert.deepEqual((await owner.call('GET', `/api/machines/${machine.id}`)).json().screen, { width: 1024, height: 768 });
+    const { client, call } = await agentOf(machine);
+    const names = (await client.listTools()).tools.map((tool) => tool.name);
+    assert.ok(names.includes('screenshot') && names.includes('computer'), names.join(', '));
+    const result = await call('screenshot');
+    assert.deepEqual(pngSize(imageOf(result)), { width: 1024, height: 768 });
+    assert.deepEqual(result.structuredContent, { width: 1024, height: 768 });
+    const http = await ctx.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/screenshot`, headers: { authorization: `Bearer ${owner.key}` } });
+    assert.equal(http.statusCode, 200);
+    assert.equal(http.headers['content-type'], 'image/png');
+    assert.deepEqual(pngSize(http.rawPayload), { width: 1024, height: 768 });
+    const refused = await owner.call('POST', '/api/machines', { name: 'huge', screen: { width: 4000, height: 3000 } });
+    assert.equal(refused.statusCode, 400);
+  });
+
+  test('computer: typing into a terminal and pressing Return runs a command; a click moves the pointer there; bad actions are tool errors', async () => {
+    const machine = await runningMachine({ name: 'desk' });
+    const { call } = await agentOf(machine);
+    await run(machine.id, 'xterm -geometry 100x30+0+0 > /dev/null 2>&1 &');
+    // The window shown, and the shell in it started: typing before that would be lost.
+    const ready = 'xdotool search --onlyvisible --class xterm && ps -o comm= --ppid "$(pgrep -o xterm)" | grep -q sh';
+    await eventually(async () => ((await run(machine.id, ready)).status === 'succeeded' ? true : undefined), 20_000, 'the terminal window');
+    imageOf(await call('computer', { action: 'left_click', coordinate: [200, 150] }));
+    assert.deepEqual((await call('computer', { action: 'cursor_position' })).structuredContent, { x: 200, y: 150 });
+    imageOf(await call('computer', { action: 'type', text: 'echo typed-by-an-agent > /tmp/typed.txt' }));
+    const after = imageOf(await call('computer', { action: 'key', text: 'Return' }));
+    assert.ok(after.length > 1000);
+    const typed = await eventually(async () => {
+      const read = await run(machine.id, 'test -s /tmp/typed.txt && cat /tmp/typed.txt');
+      return read.status === 'succeeded' ? read : undefined;
+    }, 20_000, 'the typed command to run');
+    assert.equal(typed.stdout, 'typed-by-an-agent\n');
+    imageOf(await call('computer', { action: 'mouse_move', coordinate: [5, 7] }));
+    assert.deepEqual((await call('computer', { action: 'cursor_position' })).structuredContent, { x: 5, y: 7 });
+    imageOf(await call('computer', { action: 'scroll', coordinate: [300, 300], scroll_direction: 'down', scroll_amount: 2 }));
+    imageOf(await call('computer', { action: 'left_click_drag', start_coordinate: [10, 10], coordinate: [40, 40] }));
+    imageOf(await call('computer', { action: 'wait', duration: 0.2 }));
+
+    const errorOf = async (args: Record<string, unknown>) => {
+      const result = await call('computer', args);
+      assert.equal(result.isError, true, JSON.stringify(args));
+      return (result.structuredContent as { error: { status: number; code: string; detail: string } }).error;
+    };
+    assert.match((await errorOf({ action: 'left_click', coordinate: [1280, 10] })).detail, /off the screen/);
+    assert.match((await errorOf({ action: 'mouse_move' })).detail, /needs coordinate/);
+    assert.match((await errorOf({ action: 'key', text: 'NoSuchKeyAtAll' })).detail, /No such key name/);
+    assert.match((await errorOf({ action: 'key', text: 'ctrl+c; rm -rf /' })).detail, /not a key name/);
+    assert.equal((await call('computer', { action: 'type', text: 'x'.repeat(5000) })).isError, true, 'over-long text');
+    assert.equal((await call('computer', { action: 'fly' })).isError, true, 'unknown action');
+  });
+
+  test('a machine whose display is gone answers the screen tools with no_display', async () => {
+    const machine = await runningMachine({ name: 'headless' });
+    await run(machine.id, 'pkill -TERM Xvfb; sleep 1');
+    const { call } = await agentOf(machine);
+    for (const [name, args] of [['screenshot', {}], ['computer', { action: 'left_click', coordinate: [1, 1] }]] as const) {
+      const result = await call(name, args);
+      assert.equal(result.isError, true);
+      assert.equal((result.structuredContent as { error: { code: string } }).error.code, 'no_display');
+    }
+    const http = await owner.call('GET', `/api/machines/${machine.id}/screenshot`);
+    assert.equal(http.json().code, 'no_display');
+  });
+});
