@@ -1,39 +1,4 @@
-import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
-import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export interface Asset {
-  body: Buffer;
-  contentType: string;
-  etag: string;
-}
-
-const CONTENT_TYPES: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.svg': 'image/svg+xml',
-};
-
+/** The dashboard's files, served from memory (src/http/static-assets.ts). */
 export const PUBLIC_DIR = fileURLToPath(new URL('./public/', import.meta.url));
-
-/**
- * Every file of the dashboard, read once at start-up and served from memory by
- * its path relative to `public/` (`js/main.js`). A request can only name a key
- * of this map, so no path ever reaches the file system.
- */
-export async function loadAssets(dir = PUBLIC_DIR): Promise<Map<string, Asset>> {
-  const assets = new Map<string, Asset>();
-  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
-  for (const entry of entries) {
-    if (!entry.isFile()) continue;
-    const contentType = CONTENT_TYPES[extname(entry.name)];
-    if (contentType === undefined) continue;
-    const path = join(entry.parentPath, entry.name);
-    const body = await readFile(path);
-    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
-    assets.set(relative(dir, path).split(sep).join('/'), { body, contentType, etag });
-  }
-  return assets;
-}

@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { AppError, notFound } from '../http/errors.ts';
-import { loadAssets, type Asset } from './assets.ts';
+import { loadAssets, sendAsset } from '../http/static-assets.ts';
+import { PUBLIC_DIR } from './assets.ts';
 import { renderErrorDocs } from './error-docs.ts';
 import { dashboardSecurityHeaders } from './security-headers.ts';
 
@@ -39,7 +40,7 @@ const hide = { hide: true };
  * a link opened from a webmail site is not refused by the origin rule.
  */
 export const dashboardRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const assets = await loadAssets();
+  const assets = await loadAssets(PUBLIC_DIR);
   const shell = assets.get(SHELL);
   if (shell === undefined) throw new Error(`dashboard: ${SHELL} is missing`);
   const securityHeaders = dashboardSecurityHeaders(app.deps.config.secureCookies);
@@ -78,13 +79,6 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return sendPage(reply, 404);
   });
 };
-
-function sendAsset(request: FastifyRequest, reply: FastifyReply, asset: Asset) {
-  // No build step, so names carry no hash: browsers revalidate every time and get 304s.
-  reply.header('cache-control', 'no-cache').header('etag', asset.etag);
-  if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
-  return reply.type(asset.contentType).send(asset.body);
-}
 
 function acceptsHtml(request: FastifyRequest): boolean {
   return (request.headers.accept ?? '').includes('text/html');

@@ -2,7 +2,7 @@ import { escapeHtml } from '../shared/html.ts';
 import { MINUTE, toIso } from '../shared/clock.ts';
 import type { Deps } from '../deps.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
-import { findLiveViewMachine, insertLiveView } from './live-views.repository.ts';
+import { deleteLiveViewsOfMachine, findLiveViewLink, findLiveViewMachine, insertLiveView } from './live-views.repository.ts';
 import { wrongStatus } from './machines.errors.ts';
 import { toProviderMachine } from './machines.repository.ts';
 import { getMachineRow } from './machines.service.ts';
@@ -36,43 +36,68 @@ export async function createLiveView(deps: Deps, accountId: string, machineId: s
   return { url: `${deps.config.publicUrl}${LIVE_VIEW_PATH}/${token}`, expiresAt: toIso(expiresAt) };
 }
 
-function page(title: string, main: string, refresh: boolean): string {
+function page(title: string, main: string, withScript: boolean): string {
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-${refresh ? '<meta http-equiv="refresh" content="5">\n' : ''}<meta name="robots" content="noindex">
+<meta name="robots" content="noindex">
 <title>${title}</title>
-<style>body{margin:0;min-height:100vh;display:grid;place-items:center;background:#0d1117;color:#f0f6fc;font-family:sans-serif}img{max-width:100vw;height:auto}h1{font-size:1rem;font-weight:normal;text-align:center}</style>
-</head>
+<style>body{margin:0;min-height:100vh;display:grid;place-items:center;background:#0d1117;color:#f0f6fc;font-family:sans-serif}main{width:min(100vw,1280px)}#screen{width:100%;aspect-ratio:16/10}img{max-width:100%;height:auto;display:block;margin:auto}h1{font-size:1rem;font-weight:normal;text-align:center}p{text-align:center}</style>
+${withScript ? `<script type="module" src="${LIVE_VIEW_PATH}/assets/live-view.js"></script>\n` : ''}</head>
 <body>
-<main>
 ${main}
-</main>
 </body>
 </html>
 `;
 }
 
+/** The machine behind a link that is still valid (not expired, not revoked, machine not destroyed). */
+export async function liveViewMachine(deps: Deps, token: string) {
+  return findLiveViewMachine(deps.db, hashToken(token), deps.clock.now());
+}
+
 /**
- * The page behind a live-view link: the provider's picture of the screen,
- * refreshed every few seconds; or, for a link that expired, never existed or
- * whose machine was destroyed, a 404 page saying so. Expired links are
- * deleted, so the two cannot be told apart, and the page does not try.
+ * The page behind a live-view link: the machine's screen as it changes (a
+ * view-only stream where the provider has one, else its picture refreshed
+ * every few seconds), starting from a picture embedded in the page; or, for a
+ * link that expired, never existed, was revoked or whose machine was
+ * destroyed, a 404 page saying so. Expired links are deleted, so those cannot
+ * be told apart here; the page's script tells expired from revoked by the
+ * expiry it was given.
  */
 export async function renderLiveView(deps: Deps, provider: MachineProvider, token: string): Promise<LiveViewPage> {
-  const machine = await findLiveViewMachine(deps.db, hashToken(token), deps.clock.now());
-  if (machine === undefined) {
-    const main = '<h1>This live-view link has expired or is unknown.</h1>\n<p>Live-view links work for 15 minutes. Ask whoever shared it for a new one.</p>';
+  const found = await findLiveViewMachineAndLink(deps, token);
+  if (found === undefined) {
+    const main = '<main>\n<h1>This live-view link has expired or is unknown.</h1>\n<p>Live-view links work for 15 minutes. Ask whoever shared it for a new one.</p>\n</main>';
     return { status: 404, html: page('Live view link expired or unknown', main, false) };
   }
+  const { machine, expiresAt } = found;
   // A machine that is not up (or a host that fails) shows no picture, rather than an error page.
   const screen = await provider.screen(toProviderMachine(machine)).catch(() => null);
   const name = escapeHtml(machine.name);
   const status = escapeHtml(machine.status);
-  const picture = screen === null ? null : `data:${screen.contentType};base64,${screen.body.toString('base64')}`;
-  const shown = picture === null ? '<p>No picture of the screen: the machine is not running, or has no display.</p>' : `<img src="${picture}" alt="Screen of ${name}, ${status}">`;
-  const main = `<h1>${name} <span data-status="${status}">(${status})</span></h1>\n${shown}`;
+  const picture = screen === null ? '' : `data:${screen.contentType};base64,${screen.body.toString('base64')}`;
+  const stream = provider.streamScreen !== undefined && machine.status === 'running' ? 'yes' : 'no';
+  const main = `<main data-expires-at="${toIso(expiresAt)}" data-stream="${stream}">
+<h1>${name} <span data-status="${status}">(${status})</span></h1>
+<div id="screen" hidden aria-label="Screen of ${name}, live"></div>
+${screen === null ? `<img id="picture" hidden alt="Screen of ${name}">\n<p>No picture of the screen: the machine is not running, or has no display.</p>` : `<img id="picture" src="${picture}" alt="Screen of ${name}, ${status}">`}
+<p id="state" role="status"></p>
+</main>`;
   return { status: 200, html: page(`Live view: ${name}`, main, true) };
+}
+
+async function findLiveViewMachineAndLink(deps: Deps, token: string) {
+  const row = await findLiveViewLink(deps.db, hashToken(token), deps.clock.now());
+  if (row === undefined) return undefined;
+  const { link_expires_at: expiresAt, ...machine } = row;
+  return { machine, expiresAt };
+}
+
+/** Revokes every live-view link of a machine: their pages stop showing it, and their streams end. */
+export async function revokeLiveViews(deps: Deps, accountId: string, machineId: string): Promise<void> {
+  await getMachineRow(deps, accountId, machineId);
+  await deleteLiveViewsOfMachine(deps.db, machineId);
 }

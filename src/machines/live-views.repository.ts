@@ -18,6 +18,19 @@ export async function findLiveViewMachine(db: Kysely<DB>, tokenHash: string, now
     .executeTakeFirst();
 }
 
+/** The same, with the link's own expiry. */
+export async function findLiveViewLink(db: Kysely<DB>, tokenHash: string, now: number) {
+  return db
+    .selectFrom('live_views')
+    .innerJoin('machines', 'machines.id', 'live_views.machine_id')
+    .selectAll('machines')
+    .select('live_views.expires_at as link_expires_at')
+    .where('live_views.token_hash', '=', tokenHash)
+    .where('live_views.expires_at', '>', now)
+    .where('machines.status', '<>', 'destroyed')
+    .executeTakeFirst();
+}
+
 export async function deleteLiveViewsOfMachine(db: Kysely<DB>, machineId: string): Promise<void> {
   await db.deleteFrom('live_views').where('machine_id', '=', machineId).execute();
 }

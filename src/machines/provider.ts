@@ -118,6 +118,13 @@ export interface Screenshot {
 /** What an action on the display answers: the screen after it, or where the pointer is. */
 export type ComputerAnswer = { screenshot: Screenshot } | { cursor: { x: number; y: number } };
 
+/** A live picture of a display (RFB, the VNC protocol, view-only): its bytes as they come, and the viewer's to it. */
+export interface ScreenStream {
+  output: Readable;
+  write(chunk: Buffer): void;
+  close(): void;
+}
+
 /** The display refused an action it cannot do (a key it has no name for): the caller's mistake, said in its message. */
 export class ActionRefused extends Error {
   override name = 'ActionRefused';
@@ -186,6 +193,12 @@ export interface MachineProvider {
    * @throws ActionRefused for an action the display cannot do.
    */
   computer?(machine: ProviderMachine, plan: ComputerPlan): Promise<ComputerAnswer | null>;
+  /**
+   * A view-only RFB (VNC) session of the display, for one viewer of a live
+   * view; null for a machine without one. Where absent, live views show
+   * pictures (`screen`) refreshed every few seconds.
+   */
+  streamScreen?(machine: ProviderMachine): Promise<ScreenStream | null>;
   /** A line the `run_command` tool's description adds (how this provider runs commands). */
   readonly commandsNote?: string;
   /** A running machine's files, where the provider offers them. */

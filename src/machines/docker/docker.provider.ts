@@ -124,6 +124,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
 
     screen: (machine) => display.screenshot(machine),
     computer: (machine, plan) => display.computer(machine, plan),
+    streamScreen: (machine) => display.stream(machine),
 
     watch: (notice) => watchEngine(docker, MACHINE_ID_LABEL, notice, logger),
     files: dockerFiles(containerOf),

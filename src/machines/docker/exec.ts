@@ -31,6 +31,38 @@ function envList(env: Record<string, string>): string[] {
   return Object.entries({ ...MACHINE_ENV, ...env }).map(([name, value]) => `${name}=${value}`);
 }
 
+/** A process in a machine spoken to as a stream: what it writes to stdout, and its stdin. */
+export interface ExecDuplex {
+  output: Readable;
+  write(chunk: Buffer): void;
+  /** Ends it: its stdin closes (a well-behaved process exits) and the connection goes. */
+  close(): void;
+}
+
+/**
+ * Runs `cmd` in a running container as root with its stdin and stdout joined
+ * to the caller (a protocol spoken over stdio, like a VNC server's `-inetd`
+ * mode). Its stderr is dropped.
+ * @throws the engine's error (the container is not running, say).
+ */
+export async function execDuplex(container: Docker.Container, cmd: string[]): Promise<ExecDuplex> {
+  const exec = await container.exec({ Cmd: cmd, AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: false, User: 'root', Env: envList({}) });
+  const stream = (await exec.start({ hijack: true, stdin: true, Detach: false, Tty: false })) as NodeJS.ReadWriteStream & { destroy(): void };
+  const output = new PassThrough();
+  demultiplex(stream, { push: (chunk: Buffer) => output.write(chunk) }, { push: () => 0 });
+  stream.once('end', () => output.end());
+  stream.once('close', () => output.end());
+  stream.once('error', (error: Error) => output.destroy(error));
+  return {
+    output,
+    write: (chunk) => void stream.write(chunk),
+    close: () => {
+      stream.end();
+      stream.destroy();
+    },
+  };
+}
+
 /**
  * Runs `cmd` in a running container as root (the engine's exec) and answers
  * its stdout as a stream, as it comes (a file being read, say), once the

@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import type { Button, ComputerPlan, ScreenStep } from '../computer-use.ts';
 import { ActionRefused, type ComputerAnswer, type ProviderMachine, type Screenshot } from '../provider.ts';
-import { execIn } from './exec.ts';
+import { execDuplex, execIn, type ExecDuplex } from './exec.ts';
 
 /** What a machine's image must have for a screen: the default image's display (:1), scrot and xdotool. */
 const HAS_SCREEN = `[ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1 && command -v xdotool >/dev/null 2>&1 || exit 3`;
@@ -9,6 +9,9 @@ const HAS_SCREEN = `[ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1
 const SCREENSHOT = `f=/tmp/machine-platform-screen-$$.png; scrot -o -z "$f" && cat "$f"; rm -f "$f"`;
 /** xdotool reports an unknown key name on stderr, and goes on: exit 4 with it. */
 const KEY_CHECK = `if grep -q 'No such key name' "$e"; then grep -m1 'No such key name' "$e" >&2; rm -f "$e"; exit 4; fi; rm -f "$e"`;
+
+/** Where the default image's init serves the display over VNC, view-only, on the machine's loopback. */
+const VNC_PORT = 5901;
 
 const BUTTONS: Record<Button, number> = { left: 1, middle: 2, right: 3 };
 const WHEEL = { up: 4, down: 5, left: 6, right: 7 } as const;
@@ -66,6 +69,22 @@ export function dockerScreen(containerOf: (machineId: string) => Docker.Containe
   }
 
   return {
+    /**
+     * A session of the machine's view-only VNC server (the default image's
+     * init starts x11vnc on the machine's own loopback, port 5901), relayed
+     * over the exec's stdio by bash: no port of the machine is reachable from
+     * outside it, and the service reaches none. Null for an image without a
+     * screen, that server or bash.
+     */
+    async stream(machine: ProviderMachine): Promise<ExecDuplex | null> {
+      const container = containerOf(machine.id);
+      // A machine that has just booted may not be serving yet: a few seconds for it.
+      const ready = `command -v bash >/dev/null 2>&1 || exit 3; n=0; until bash -c 'exec 3<>/dev/tcp/127.0.0.1/${VNC_PORT}' 2>/dev/null; do n=$((n + 1)); [ "$n" -ge 50 ] && exit 3; sleep 0.1; done`;
+      const { exitCode } = await execIn(container, ['/bin/sh', '-c', `${HAS_SCREEN}\n${ready}`], { exitCode: true });
+      if (exitCode !== 0) return null;
+      return execDuplex(container, ['bash', '-c', `exec 3<>/dev/tcp/127.0.0.1/${VNC_PORT} || exit 3; cat <&3 & cat >&3; kill $! 2>/dev/null`]);
+    },
+
     /** Null for an image without a screen. */
     async screenshot(machine: ProviderMachine): Promise<Screenshot | null> {
       const body = await withDisplay(() => perform(machine, SCREENSHOT));
