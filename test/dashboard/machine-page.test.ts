@@ -6,7 +6,7 @@ import { openSignedInPage, type LiveApp, type SignedInPage } from '../support/br
 
 const SETTLE_MS = 10_000;
 
-/** A machine's page on the simulated provider: runs with stdout and stderr apart. */
+/** A machine's page on the simulated provider: runs with stdout and stderr apart; files and processes say what they need. */
 describe('dashboard in Chromium: a machine’s page', () => {
   let live: LiveApp;
   let user: TestUser;
@@ -87,6 +87,17 @@ describe('dashboard in Chromium: a machine’s page', () => {
     } finally {
       await page.unroute(`**/api/machines/${machineId}/runs?*`);
     }
+  });
+
+  test('files and processes: the simulated provider has none, and the page says how to get real machines', async () => {
+    await page.reload();
+    for (const section of ['#files', '#processes']) {
+      const state = page.locator(`${section} [data-unavailable="not_supported"]`);
+      await state.waitFor();
+      assert.match(String(await state.textContent()), /MACHINE_PROVIDER=docker/);
+    }
+    assert.equal(await page.getByRole('button', { name: 'Upload' }).count(), 0, 'no upload form where there are no files');
+    assert.equal(await page.getByRole('button', { name: 'Start process' }).count(), 0);
   });
 
   test('stop and start from the machine’s page', async () => {

@@ -1,9 +1,12 @@
-// One machine: its status (start and stop) and its runs.
+// One machine: its status (start and stop), its runs, and while it runs its
+// files and background processes (CONTRACT 15).
 import { api, ApiError, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';
 import { pageHeader } from '../layout.js';
 import { toast } from '../toast.js';
+import { filesSection } from './machine-files.js';
+import { processesSection } from './machine-processes.js';
 import { runsSection } from './machine-runs.js';
 import { statusBadge } from './machines.js';
 
@@ -55,8 +58,11 @@ export function machinePage({ params, onCleanup }) {
     drawHeader(machine);
     if (!started) {
       const runs = runsSection(machine.id, onCleanup);
-      watchers = [];
-      replace(sections, runs.element);
+      const files = filesSection(machine.id);
+      const processes = processesSection(machine.id, onCleanup);
+      // Files and processes are read again whenever the machine's status changes.
+      watchers = [files, processes];
+      replace(sections, runs.element, files.element, processes.element);
       started = true;
     }
     for (const watcher of watchers) watcher.setStatus(machine.status);
