@@ -26,6 +26,7 @@ export const PAGE_PATHS = [
   '/event-webhooks',
   '/event-webhooks/:id',
   '/machines',
+  '/machines/:id',
   '/billing',
   '/events',
 ] as const;

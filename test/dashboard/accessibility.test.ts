@@ -52,7 +52,7 @@ describe('dashboard in Chromium: names, keyboard, focus and contrast on every pa
         found.push(...(await check(page)).map((problem) => `${path}: ${problem}`));
       }
       if (user) {
-        for (const [path, button] of DIALOGS) {
+        for (const [path, button] of [...DIALOGS, [`/machines/${showcase.machineId}`, `Output of run ${showcase.runId}`]]) {
           await open(page, path);
           await page.getByRole('button', { name: button }).click();
           await page.getByRole('dialog').waitFor();

@@ -44,7 +44,7 @@ describe('dashboard in Chromium: every page fits 375, 768, 1024 and 1280 px', ()
           found.push(...(await layoutProblems(page)).map((problem) => `${path}: ${problem}`));
         }
         if (signedIn) {
-          for (const [path, button] of [['/machines', 'Create machine'], ['/event-webhooks', 'Add endpoint'], ['/account/api-keys', 'Create API key']] as const) {
+          for (const [path, button] of [['/machines', 'Create machine'], ['/event-webhooks', 'Add endpoint'], ['/account/api-keys', 'Create API key'], [`/machines/${showcase.machineId}`, `Output of run ${showcase.runId}`]] as const) {
             await open(page, path);
             await page.getByRole('button', { name: button }).click();
             await page.getByRole('dialog').waitFor();

@@ -14,6 +14,10 @@ export const SHOWCASE_ENV = { ...MACHINE_ENV, WEBHOOK_MAX_ATTEMPTS: '1' };
 export interface Showcase {
   user: TestUser;
   endpointId: string;
+  /** The running machine with runs (its page: runs, and files and processes the simulated provider does not offer). */
+  machineId: string;
+  /** A finished run of it with a long command and output. */
+  runId: string;
   /** Every page path, signed out and signed in. */
   guestPaths: string[];
   userPaths: string[];
@@ -56,7 +60,7 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
   await live.app.inject({ method: 'PUT', url: '/api/billing/payment-method', headers: asSession(user.session, live.baseUrl), payload: { number: '5555555555554444', expMonth: 8, expYear: 2031, cvc: '737' } });
   await call('POST', '/api/billing/top-ups', { amount: '125.50' });
   const expiresAt = new Date(live.clock.now() + 3 * 24 * 3600_000).toISOString();
-  await call('POST', '/api/machines', { name: 'research-agent-with-a-rather-long-name-for-layout', externalId: 'build-4821-nightly-eu-west', labels: { team: 'research', env: 'staging', owner: 'ada' }, expiresAt });
+  const running = await call('POST', '/api/machines', { name: 'research-agent-with-a-rather-long-name-for-layout', externalId: 'build-4821-nightly-eu-west', labels: { team: 'research', env: 'staging', owner: 'ada' }, expiresAt });
   const stopped = await call('POST', '/api/machines', { name: 'support-triage' });
   const destroyed = await call('POST', '/api/machines', { name: 'old-experiment' });
   live.clock.advance(BOOT_MS);
@@ -66,11 +70,19 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
   live.clock.advance(BOOT_MS);
   await live.app.jobs.drain();
   await call('POST', '/api/machines', { name: 'nightly-build' });
+  const run = await call('POST', `/api/machines/${running.id}/runs`, {
+    command: 'cd /srv/checkouts/analytical-engine-with-a-long-repository-name && ./scripts/run-the-whole-test-suite.sh --reporter=verbose --shard=1/4',
+    cwd: '/srv/checkouts',
+  });
+  await call('POST', `/api/machines/${running.id}/runs`, { command: 'make deploy; exit 2' });
+  await live.app.jobs.drain();
 
   return {
     user,
     endpointId,
+    machineId: running.id,
+    runId: run.id,
     guestPaths: ['/sign-in', '/sign-up', '/forgot-password', '/reset-password?token=not-a-real-token', '/verify-email?token=not-a-real-token', '/no-such-page', '/docs/errors'],
-    userPaths: ['/machines', '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys', '/billing', '/events'],
+    userPaths: ['/machines', `/machines/${running.id}`, '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys', '/billing', '/events'],
   };
 }

@@ -25,34 +25,68 @@ export const SESSION_ENDED = 'dashboard:session-ended';
  * @param {string} path  starts with /api/
  * @param {unknown} [body]  sent as JSON when given
  * @param {Record<string, string>} [extraHeaders]  e.g. an Idempotency-Key
+ * @param {{ signal?: AbortSignal }} [options]  `signal` cancels the request (a long poll whose view closed)
  * @returns {Promise<any>} the parsed JSON body, or null for 204
- * @throws {ApiError} on any non-2xx answer or a network failure
+ * @throws {ApiError} on any non-2xx answer or a network failure; the signal's reason when it aborted
  */
-export async function api(method, path, body, extraHeaders = {}) {
+export async function api(method, path, body, extraHeaders = {}, options = {}) {
   /** @type {Record<string, string>} */
   const headers = { ...extraHeaders, accept: 'application/json' };
   /** @type {RequestInit} */
-  const init = { method, headers, credentials: 'same-origin', cache: 'no-store' };
+  const init = { method, headers, signal: options.signal };
   if (body !== undefined) {
     headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  let response;
-  try {
-    response = await fetch(path, init);
-  } catch {
-    throw new ApiError(0, 'network_error', 'Network error', 'The service could not be reached. Check your connection and try again.');
-  }
+  const response = await send(path, init);
   if (response.status === 204) return null;
   const text = await response.text();
+  try {
+    return text === '' ? null : JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A request whose body or answer is bytes, not JSON (a machine's files): the
+ * answer itself, to read as a blob, or as JSON when its type says so.
+ * @param {'GET' | 'PUT' | 'DELETE'} method
+ * @param {string} path  starts with /api/
+ * @param {{ body?: Blob, signal?: AbortSignal }} [options]  `body` is sent as application/octet-stream
+ * @returns {Promise<Response>} a 2xx answer
+ * @throws {ApiError} on any non-2xx answer or a network failure
+ */
+export function apiRaw(method, path, options = {}) {
+  /** @type {Record<string, string>} */
+  const headers = { accept: 'application/octet-stream, application/json' };
+  if (options.body !== undefined) headers['content-type'] = 'application/octet-stream';
+  return send(path, { method, headers, body: options.body, signal: options.signal });
+}
+
+/**
+ * Sends with the session cookie; a non-2xx answer becomes an ApiError with its problem's detail.
+ * @param {string} path
+ * @param {RequestInit} init
+ * @returns {Promise<Response>}
+ */
+async function send(path, init) {
+  let response;
+  try {
+    response = await fetch(path, { ...init, credentials: 'same-origin', cache: 'no-store' });
+  } catch (caught) {
+    if (init.signal?.aborted) throw caught;
+    throw new ApiError(0, 'network_error', 'Network error', 'The service could not be reached. Check your connection and try again.');
+  }
+  if (response.ok) return response;
   /** @type {any} */
   let json = null;
   try {
+    const text = await response.text();
     json = text === '' ? null : JSON.parse(text);
   } catch {
     // handled below: a non-JSON body is reported by status
   }
-  if (response.ok) return json;
   const error = json && typeof json.detail === 'string'
     ? new ApiError(response.status, String(json.code ?? 'error'), String(json.title ?? 'Error'), json.detail)
     : new ApiError(response.status, 'http_error', `HTTP ${response.status}`, `The service answered with HTTP ${response.status}. Try again in a moment.`);

@@ -79,22 +79,33 @@ export function closeAllDialogs() {
 /**
  * Asks before doing something that cannot be undone; runs `action` inside the
  * dialog so its error is shown there. Resolves true once `action` succeeded.
- * @param {{ title: string, message: Child, confirmLabel: string, danger?: boolean, action: () => Promise<void> }} options
+ * `acknowledge`: a checkbox that must be ticked first, for what goes further
+ * than its button says (a folder deleted with everything in it).
+ * @param {{ title: string, message: Child, confirmLabel: string, danger?: boolean, acknowledge?: string, action: () => Promise<void> }} options
  * @returns {Promise<boolean>}
  */
-export function confirmAction({ title, message, confirmLabel, danger = false, action }) {
+export function confirmAction({ title, message, confirmLabel, danger = false, acknowledge, action }) {
   return new Promise((resolve) => {
     let succeeded = false;
     const error = h('div');
+    const checkId = uid('acknowledge');
+    const check = /** @type {HTMLInputElement} */ (h('input', { type: 'checkbox', id: checkId }));
+    check.addEventListener('change', () => replace(error));
     const confirm = h('button', { type: 'submit', class: danger ? 'btn btn--danger' : 'btn btn--primary' }, confirmLabel);
     const cancel = h('button', { type: 'button', class: 'btn', onclick: () => dialog.close() }, 'Cancel');
     const form = h('form', { class: 'form', novalidate: true },
       typeof message === 'string' ? h('p', null, message) : message,
+      acknowledge ? h('label', { class: 'choice', for: checkId }, check, h('span', { class: 'choice__title' }, acknowledge)) : null,
       error,
       h('div', { class: 'dialog__footer' }, cancel, confirm));
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
       if (confirm.getAttribute('aria-busy') === 'true') return;
+      if (acknowledge && !check.checked) {
+        replace(error, alertBox('error', 'Tick the box above to confirm.'));
+        check.focus();
+        return;
+      }
       confirm.setAttribute('aria-busy', 'true');
       confirm.setAttribute('disabled', '');
       replace(error);

@@ -78,3 +78,18 @@ export function describeUserAgent(userAgent) {
 export function plural(count, singular, plural = `${singular}s`) {
   return `${count} ${count === 1 ? singular : plural}`;
 }
+
+const BYTE_UNITS = ['KiB', 'MiB', 'GiB', 'TiB'];
+
+/** "812 B", "4.2 KiB", "100 MiB": sizes in the units the API's limits are written in. @param {number} bytes */
+export function formatBytes(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  let value = bytes;
+  let unit = '';
+  for (const next of BYTE_UNITS) {
+    value /= 1024;
+    unit = next;
+    if (value < 1024) break;
+  }
+  return `${value < 10 ? value.toFixed(1).replace(/\.0$/, '') : Math.round(value)} ${unit}`;
+}

@@ -7,6 +7,7 @@ import { billingPage } from './pages/billing.js';
 import { applicationsPage } from './pages/applications.js';
 import { consentPage } from './pages/consent.js';
 import { forgotPasswordPage, resetPasswordPage, signInPage, signUpPage, verifyEmailPage } from './pages/auth.js';
+import { machinePage } from './pages/machine.js';
 import { machinesPage } from './pages/machines.js';
 import { sessionsPage } from './pages/sessions.js';
 import { webhookPage } from './pages/webhook.js';
@@ -51,6 +52,7 @@ export const ROUTES = [
   { path: '/event-webhooks', access: 'user', title: 'Event webhooks', page: webhooksPage },
   { path: '/event-webhooks/:id', access: 'user', title: 'Event webhook endpoint', page: webhookPage },
   { path: '/machines', access: 'user', title: 'Machines', page: machinesPage },
+  { path: '/machines/:id', access: 'user', title: 'Machine', page: machinePage },
   { path: '/billing', access: 'user', title: 'Billing', page: billingPage },
   { path: '/events', access: 'user', title: 'Events', page: eventsPage },
 ];

@@ -1,5 +1,6 @@
 // Machines: the list with live status, and the row actions (start, stop,
-// live view, a new MCP token, destroy). Destroyed machines stay in the API's
+// live view, a new MCP token, destroy); each name leads to the machine's page
+// (runs, files, processes). Destroyed machines stay in the API's
 // list for the record; here they are hidden until asked for.
 import { api, listAll, messageOf } from '../api.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
@@ -165,7 +166,7 @@ function row(machine, refresh) {
   return h('tr', { dataset: { machineId: machine.id, status: machine.status }, class: machine.status === 'destroyed' ? 'is-muted' : undefined },
     h('td', { class: 'table__main' },
       // The size rides beside the name: four columns fit a 1000 px screen with every action on one line.
-      h('div', { class: 'table__primary' }, machine.name, ' ',
+      h('div', { class: 'table__primary' }, h('a', { href: `/machines/${encodeURIComponent(machine.id)}` }, machine.name), ' ',
         h('span', { class: 'badge badge--neutral badge--plain', title: 'Size' }, h('span', { class: 'visually-hidden' }, 'Size '), machine.size ?? '—')),
       h('div', { class: 'table__secondary mono' }, machine.id, machine.externalId ? ` · ${machine.externalId}` : ''),
       labels.length > 0 ? h('div', { class: 'chips mt-3' }, labels.map(([key, value]) => h('span', { class: 'chip' }, `${key}=${value}`))) : null),
