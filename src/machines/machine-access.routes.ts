@@ -70,7 +70,11 @@ export const machineAccessRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const found = await readPath(deps, provider, accountIdOf(request), request.params.id, request.query.path);
     if (found.type === 'directory') return { path: found.path, entries: found.entries };
     // Bytes, streamed as the machine sends them: the response schema describes the directory's JSON only.
-    return reply.type('application/octet-stream').header('content-length', found.size).header('cache-control', 'no-store').send(found.content as never);
+    const name = request.query.path.split('/').pop() || 'file';
+    return reply
+      .type('application/octet-stream')
+      .headers({ 'content-length': found.size, 'cache-control': 'no-store', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(name)}` })
+      .send(found.content as never);
   });
 
   app.delete('/api/machines/:id/files', {

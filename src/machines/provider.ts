@@ -199,6 +199,8 @@ export interface MachineProvider {
    * pictures (`screen`) refreshed every few seconds.
    */
   streamScreen?(machine: ProviderMachine): Promise<ScreenStream | null>;
+  /** The picture of the screen the machine kept of a run as it ended (running or stopped); null when there is none. */
+  runScreenshot?(machine: ProviderMachine, runId: string): Promise<Buffer | null>;
   /** A line the `run_command` tool's description adds (how this provider runs commands). */
   readonly commandsNote?: string;
   /** A running machine's files, where the provider offers them. */

@@ -3,7 +3,7 @@ import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { CreateRunBody, RunSchema } from './runs.schemas.ts';
-import { getRun, listRuns, startManualRun } from './runs.service.ts';
+import { getRun, listRuns, runScreenshot, startManualRun } from './runs.service.ts';
 
 const tags = ['runs'];
 
@@ -33,4 +33,11 @@ export const runsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/api/runs/:id', {
     schema: { tags, summary: 'One run', params: IdParamsSchema, response: responses({ 200: RunSchema }) },
   }, async (request) => getRun(deps, accountIdOf(request), request.params.id));
+
+  app.get('/api/runs/:id/screenshot', {
+    schema: { tags, summary: "The machine's screen as the run ended (image/png), where the machine has a display and still keeps it (two hours)", params: IdParamsSchema },
+  }, async (request, reply) => {
+    const png = await runScreenshot(deps, provider, accountIdOf(request), request.params.id);
+    return reply.type('image/png').header('cache-control', 'private, max-age=3600').send(png);
+  });
 };

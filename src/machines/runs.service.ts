@@ -1,6 +1,6 @@
 import { inTransaction, type Tx } from '../db/transaction.ts';
 import { balanceIsEmpty } from '../billing/enforcement.ts';
-import { forbidden } from '../http/errors.ts';
+import { forbidden, notFound } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
 import { runExecuteJob } from './job-types.ts';
@@ -247,6 +247,21 @@ export async function getRun(deps: Deps, accountId: string, id: string): Promise
   const row = await findRun(deps.db, accountId, id);
   if (row === undefined) throw runNotFound();
   return toRunView(row);
+}
+
+/**
+ * The picture of the screen the machine took as the run ended.
+ * @throws AppError 404 for an unknown run, or one with no picture (no display, still running, or no longer kept).
+ */
+export async function runScreenshot(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<Buffer> {
+  const run = await findRun(deps.db, accountId, id);
+  if (run === undefined) throw runNotFound();
+  const machine = await findMachineById(deps.db, run.machine_id);
+  const png = machine === undefined || machine.status === 'destroyed' || provider.runScreenshot === undefined
+    ? null
+    : await provider.runScreenshot(toProviderMachine(machine), run.id).catch(() => null);
+  if (png === null) throw notFound('A picture of the screen for this run');
+  return png;
 }
 
 /** @throws AppError 404 for an unknown machine. */

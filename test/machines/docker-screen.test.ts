@@ -103,6 +103,13 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
       return read.status === 'succeeded' ? read : undefined;
     }, 20_000, 'the typed command to run');
     assert.equal(typed.stdout, 'typed-by-an-agent\n');
+    // Each run keeps the screen as it ended.
+    const picture = await eventually(async () => {
+      const response = await ctx.app.inject({ method: 'GET', url: `/api/runs/${typed.id}/screenshot`, headers: { authorization: `Bearer ${owner.key}` } });
+      return response.statusCode === 200 ? response : undefined;
+    }, 10_000, "the run's screenshot");
+    assert.equal(picture.headers['content-type'], 'image/png');
+    assert.deepEqual(pngSize(picture.rawPayload), { width: 1280, height: 800 });
     imageOf(await call('computer', { action: 'mouse_move', coordinate: [5, 7] }));
     assert.deepEqual((await call('computer', { action: 'cursor_position' })).structuredContent, { x: 5, y: 7 });
     imageOf(await call('computer', { action: 'scroll', coordinate: [300, 300], scroll_direction: 'down', scroll_amount: 2 }));

@@ -10,7 +10,7 @@ import { dockerProcesses } from './processes.ts';
 import { dockerScreen } from './screen.ts';
 import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, statusCodeOf, stopMachine } from './lifecycle.ts';
 import { EGRESS_NETWORK, INTERNAL_NETWORK, ensureNetworks, installFirewall } from './network.ts';
-import { readRunRecord } from './records.ts';
+import { readRunRecord, readRunScreenshot } from './records.ts';
 import { parseRunAnswer, RUN_SCRIPT, type RunRecord } from './run-script.ts';
 import { watchEngine } from './events.ts';
 
@@ -125,6 +125,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     screen: (machine) => display.screenshot(machine),
     computer: (machine, plan) => display.computer(machine, plan),
     streamScreen: (machine) => display.stream(machine),
+    runScreenshot: (machine, runId) => readRunScreenshot(docker, containerName(machine.id), runId),
 
     watch: (notice) => watchEngine(docker, MACHINE_ID_LABEL, notice, logger),
     files: dockerFiles(containerOf),

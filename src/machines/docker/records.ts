@@ -31,6 +31,12 @@ async function readDirectory(docker: Docker, containerName: string, path: string
   return files;
 }
 
+/** The picture of the screen a run's record keeps (taken as it ended); null when there is none. */
+export async function readRunScreenshot(docker: Docker, containerName: string, runId: string): Promise<Buffer | null> {
+  const files = await readDirectory(docker, containerName, `${RECORDS_DIR}/runs/${runId}/screen.png`);
+  return files?.get('screen.png') ?? null;
+}
+
 /**
  * A run's record on a machine that is not running (it stopped under the run):
  * its outcome if the run ended before the stop, else null (the machine cannot

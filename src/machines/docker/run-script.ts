@@ -70,6 +70,10 @@ if mkdir "$dir" 2>/dev/null; then
   [ -f "$dir/timedout" ] && code=timeout
   # One short write: a waiter that sees it non-empty sees all of it.
   echo "$code" > "$dir/exit"
+  # The screen as the run left it, for the run's record, where the machine has one (not waited for).
+  if [ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1; then
+    ( DISPLAY=:1 scrot -o -z "$dir/screen.png" ) < /dev/null > /dev/null 2>&1 &
+  fi
 else
   while [ ! -s "$dir/exit" ]; do
     started=; read -r started < "$dir/boot" 2>/dev/null
