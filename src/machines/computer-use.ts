@@ -29,7 +29,8 @@ export const COMPUTER_ACTIONS = [
 
 export const COMPUTER_LIMITS = { text: 4000, duration: 100, scrollAmount: 100 } as const;
 
-const Coordinate = z.tuple([z.number().int(), z.number().int()]).describe('[x, y] in screen pixels, from the top left');
+// An array of two, not a tuple: a tuple's JSON Schema (`items: false`) is one some MCP clients cannot read.
+const Coordinate = z.array(z.number().int()).length(2).describe('[x, y] in screen pixels, from the top left');
 
 export const ComputerInput = z.strictObject({
   action: z.enum(COMPUTER_ACTIONS),
@@ -71,8 +72,8 @@ function need<T>(value: T | undefined, what: string, action: string): T {
   return value;
 }
 
-function pointOn(screen: ScreenSize, coordinate: [number, number], field: string): { x: number; y: number } {
-  const [x, y] = coordinate;
+function pointOn(screen: ScreenSize, coordinate: number[], field: string): { x: number; y: number } {
+  const [x = 0, y = 0] = coordinate;
   if (x < 0 || y < 0 || x >= screen.width || y >= screen.height) {
     throw invalidRequest(`${field} [${x}, ${y}] is off the screen (${screen.width}×${screen.height}: x from 0 to ${screen.width - 1}, y from 0 to ${screen.height - 1}).`);
   }
