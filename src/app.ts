@@ -20,6 +20,7 @@ import { createUrlRedactor } from './http/request-log.ts';
 import { refuseForeignOriginOnMcp } from './http/origin.ts';
 import { refuseUnreadableRequests } from './http/request-guards.ts';
 import { refuseWhileClosing } from './http/shutdown.ts';
+import { closeAfterRefusedUpgrades } from './http/refused-upgrades.ts';
 import { createValidatorCompiler, refuseUnsafeInput } from './http/validation.ts';
 import { jobsPlugin } from './jobs/jobs.plugin.ts';
 import { createQueue } from './jobs/queue.ts';
@@ -108,6 +109,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   registerJsonBodies(app);
   registerErrorHandler(app, config.publicUrl);
   refuseWhileClosing(app, config.publicUrl);
+  closeAfterRefusedUpgrades(app);
   app.addHook('onRequest', refuseUnreadableRequests(config.publicUrl));
   // Before authentication (the auth plugin's hook), so that it holds whatever the credential.
   app.addHook('onRequest', refuseForeignOriginOnMcp(config.publicUrl));

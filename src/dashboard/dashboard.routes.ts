@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Type } from 'typebox';
-import { AppError, notFound } from '../http/errors.ts';
-import { loadAssets, sendAsset } from '../http/static-assets.ts';
+import { AppError } from '../http/errors.ts';
+import { loadAssets, serveAssets } from '../http/static-assets.ts';
 import { PUBLIC_DIR } from './assets.ts';
 import { renderErrorDocs } from './error-docs.ts';
 import { dashboardSecurityHeaders } from './security-headers.ts';
@@ -64,14 +63,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox = async (app) => {
     reply.header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(errorDocs),
   );
 
-  app.get('/assets/*', {
-    config: { auth: 'none' },
-    schema: { ...hide, params: Type.Object({ '*': Type.String() }) },
-  }, async (request, reply) => {
-    const asset = assets.get(request.params['*']);
-    if (asset === undefined) throw notFound('The file');
-    return sendAsset(request, reply, asset);
-  });
+  serveAssets(app, '/assets', assets);
 
   // Any other GET: the API keeps its problem+json 404, a person gets the page that says "not found".
   app.get('/*', { config: { auth: 'none' }, schema: hide }, async (request, reply) => {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { notFound } from './errors.ts';
 import { readdir, readFile } from 'node:fs/promises';
 import { extname, join, relative, sep } from 'node:path';
 
@@ -42,4 +43,13 @@ export function sendAsset(request: FastifyRequest, reply: FastifyReply, asset: A
   reply.header('cache-control', 'no-cache').header('etag', asset.etag);
   if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
   return reply.type(asset.contentType).send(asset.body);
+}
+
+/** `GET <prefix>/*`: the assets by their paths, for anyone (no credential), out of the API's description. */
+export function serveAssets(app: FastifyInstance, prefix: string, assets: ReadonlyMap<string, Asset>): void {
+  app.get(`${prefix}/*`, { config: { auth: 'none' }, schema: { hide: true } }, async (request, reply) => {
+    const asset = assets.get((request.params as { '*': string })['*']);
+    if (asset === undefined) throw notFound('The file');
+    return sendAsset(request, reply, asset);
+  });
 }

@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { notFound } from '../http/errors.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
-import { loadAssets, sendAsset } from '../http/static-assets.ts';
+import { loadAssets, serveAssets } from '../http/static-assets.ts';
 import { createLiveView, LIVE_VIEW_PATH, liveViewMachine, renderLiveView, revokeLiveViews } from './live-view.service.ts';
 import { toProviderMachine } from './machines.repository.ts';
 import { LiveViewSchema } from './machines.schemas.ts';
@@ -71,14 +71,7 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return reply.type(shot.contentType).header('cache-control', 'no-store').send(shot.body);
   });
 
-  app.get(`${LIVE_VIEW_PATH}/assets/*`, {
-    config: { auth: 'none' },
-    schema: { ...hide, params: Type.Object({ '*': Type.String() }) },
-  }, async (request, reply) => {
-    const asset = assets.get(request.params['*']);
-    if (asset === undefined) throw notFound('The file');
-    return sendAsset(request, reply, asset);
-  });
+  serveAssets(app, `${LIVE_VIEW_PATH}/assets`, assets);
 
   app.get(`${LIVE_VIEW_PATH}/:token`, {
     config: { auth: 'none' },

@@ -75,7 +75,8 @@ export function registerMachineTools(server: McpServer, context: MachineToolCont
 
   if (provider.processes) registerProcessTools(server, context, provider);
   if (provider.files) registerFileTools(server, context, provider);
-  registerScreenTools(server, context, provider);
+  // The simulated provider's placeholder picture is no screen to act on: its endpoint keeps CONTRACT 8's two tools.
+  if (provider.computer) registerScreenTools(server, context, provider);
 }
 
 function registerScreenTools(server: McpServer, context: MachineToolContext, provider: MachineProvider): void {

@@ -42,6 +42,17 @@ describe('answers written before a request exists are problem+json too', () => {
     assert.match(continued.raw, /^HTTP\/1.1 100 Continue\r\n\r\nHTTP\/1.1 200 OK\r\n/);
   });
 
+  test('a request that asks to upgrade where nothing upgrades is answered, and the connection closes', { timeout: 10_000 }, async () => {
+    // Regression: @fastify/websocket routes such requests on a socket Node's server has let go of; the answer came
+    // and the connection stayed open, holding the client and a graceful stop (the fuzz test found it).
+    const upgrade = 'Connection: upgrade\r\nUpgrade: websocket\r\n';
+    assertRawProblem(await exchange(port, `GET /api/me HTTP/1.1\r\nHost: localhost\r\n${upgrade}\r\n`), 401, 'unauthenticated');
+    assertRawProblem(await exchange(port, `OPTIONS http://[::1/x HTTP/1.1\r\nHost: localhost\r\n${upgrade}\r\n`), 400, 'invalid_request');
+    const healthy = await exchange(port, `GET /healthz HTTP/1.1\r\nHost: localhost\r\n${upgrade}\r\n`);
+    assert.equal(healthy.status, 200);
+    assert.equal(healthy.headers.connection, 'close');
+  });
+
   test('CONNECT is 400 invalid_request', async () => {
     // Regression: with nobody listening for CONNECT, Node dropped the connection without an answer.
     const response = await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');

@@ -3,9 +3,9 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { createTestApp, type TestContext } from '../support/app.ts';
-import { dockerUnavailable, removeMachineContainers } from '../support/docker.ts';
-import { newOwner, type Owner } from '../support/machines.ts';
+import type { TestContext } from '../support/app.ts';
+import { dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import type { Owner } from '../support/machines.ts';
 import { eventually } from '../support/receiver.ts';
 
 const skip = await dockerUnavailable();
@@ -27,22 +27,22 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
   let base: string;
   const clients: Client[] = [];
 
+  let app: DockerApp;
+
   before(async () => {
-    ctx = await createTestApp({ realClock: true, env: { MACHINE_PROVIDER: 'docker' } });
-    owner = await newOwner(ctx);
+    app = await startDockerApp();
+    ({ ctx, owner } = app);
     base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
   });
   after(async () => {
     for (const client of clients) await client.close();
-    const machines = ctx ? await ctx.app.deps.db.selectFrom('machines').select('id').execute() : [];
-    await ctx?.close();
-    await removeMachineContainers(machines.map((machine) => machine.id));
+    await app?.close();
   });
 
   async function runningMachine(body: Record<string, unknown>): Promise<{ id: string; mcpToken: string }> {
     const created = await owner.call('POST', '/api/machines', body);
     assert.equal(created.statusCode, 201, created.body);
-    await eventually(async () => ((await owner.call('GET', `/api/machines/${created.json().id}`)).json().status === 'running' ? true : undefined), 60_000, 'running');
+    await untilStatus(owner, created.json().id, 'running');
     return created.json();
   }
 
@@ -61,13 +61,7 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
     return Buffer.from((content as { data: string }).data, 'base64');
   };
 
-  const run = async (machineId: string, command: string) => {
-    const queued = (await owner.call('POST', `/api/machines/${machineId}/runs`, { command })).json();
-    return eventually(async () => {
-      const current = (await owner.call('GET', `/api/runs/${queued.id}`)).json();
-      return current.status === 'succeeded' || current.status === 'failed' ? current : undefined;
-    }, 60_000, command);
-  };
+  const run = (machineId: string, command: string) => runToEnd(owner, machineId, { command });
 
   test('a machine boots with a display of the size it asked for; screenshot is a PNG of that size, over MCP and HTTP', async () => {
     const machine = await runningMachine({ name: 'wide', screen: { width: 1024, height: 768 } });

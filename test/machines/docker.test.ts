@@ -12,16 +12,14 @@ import { MACHINE_CAPABILITIES, containerName } from '../../src/machines/docker/c
 import { EGRESS_NETWORK } from '../../src/machines/docker/network.ts';
 import type { TestContext } from '../support/app.ts';
 import { createTestApp } from '../support/app.ts';
-import { dockerUnavailable, engine, removeMachineContainers } from '../support/docker.ts';
-import { newOwner, type Owner } from '../support/machines.ts';
+import { dockerUnavailable, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import type { Owner } from '../support/machines.ts';
 import { eventually, startReceiver, type Receiver } from '../support/receiver.ts';
 
 const skip = await dockerUnavailable();
 
 /** Sizes for these tests: `tiny` runs out of memory and processes quickly. */
 const SIZES = { MACHINE_SIZES: 'small=1/1g/512,tiny=0.5/96m/64', MACHINE_PRICES: 'small=0.05,tiny=0.01' };
-
-type Run = Record<string, unknown> & { id: string; status: string; exitCode: number | null; stdout: string | null; stderr: string | null; output: string | null; timedOut: boolean };
 
 /**
  * CONTRACT 15 against a real Docker engine: machines are containers that
@@ -36,24 +34,23 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
   let base: string;
   const clients: Client[] = [];
 
+  let app: DockerApp;
+
   before(async () => {
     receiver = await startReceiver(() => ({ status: 200 }));
     // A file, not memory: a second app (the service restarted) opens the same database.
-    ctx = await createTestApp({ realClock: true, sqlitePath: join(await mkdtemp(join(tmpdir(), 'docker-')), 'service.db'), env: { MACHINE_PROVIDER: 'docker', ...SIZES } });
-    owner = await newOwner(ctx);
+    app = await startDockerApp({ sqlitePath: join(await mkdtemp(join(tmpdir(), 'docker-')), 'service.db'), env: SIZES });
+    ({ ctx, owner } = app);
     base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
   });
   after(async () => {
     for (const client of clients) await client.close();
-    const machines = ctx ? await ctx.app.deps.db.selectFrom('machines').select('id').execute() : [];
-    await ctx?.close();
-    await removeMachineContainers(machines.map((machine) => machine.id));
+    await app?.close();
     await receiver?.close();
   });
 
   const machineOf = async (id: string) => (await owner.call('GET', `/api/machines/${id}`)).json();
-  const statusIs = (id: string, status: string, timeoutMs = 60_000) =>
-    eventually(async () => ((await machineOf(id)).status === status ? true : undefined), timeoutMs, `machine ${id} ${status}`);
+  const statusIs = (id: string, status: string, timeoutMs?: number) => untilStatus(owner, id, status, timeoutMs);
 
   async function runningMachine(body: Record<string, unknown> = {}): Promise<{ id: string }> {
     const created = await owner.call('POST', '/api/machines', { name: 'real', ...body });
@@ -62,14 +59,7 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     return created.json();
   }
 
-  async function run(machineId: string, body: Record<string, unknown>): Promise<Run> {
-    const queued = await owner.call('POST', `/api/machines/${machineId}/runs`, body);
-    assert.equal(queued.statusCode, 201, queued.body);
-    return eventually(async () => {
-      const current = (await owner.call('GET', `/api/runs/${queued.json().id}`)).json() as Run;
-      return current.status === 'succeeded' || current.status === 'failed' ? current : undefined;
-    }, 120_000, `run ${String(body.command)}`);
-  }
+  const run = (machineId: string, body: Record<string, unknown>) => runToEnd(owner, machineId, body);
 
   const eventsOf = async (machineId: string, type: string) => {
     const page = (await owner.call('GET', `/api/events?type=${type}&limit=100`)).json() as { data: Array<{ data: { machine: { id: string }; detail?: Record<string, unknown> } }> };

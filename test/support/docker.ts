@@ -1,4 +1,7 @@
 import Docker from 'dockerode';
+import { createTestApp, type TestAppOptions, type TestContext } from './app.ts';
+import { newOwner, type Owner } from './machines.ts';
+import { eventually } from './receiver.ts';
 import { DEFAULT_MACHINE_IMAGE } from '../../src/config.ts';
 import { MACHINE_ID_LABEL } from '../../src/machines/docker/container-spec.ts';
 
@@ -34,3 +37,41 @@ export async function removeMachineContainers(machineIds: readonly string[]): Pr
 }
 
 export const engine = () => new Docker();
+
+/** The app on the Docker provider (real clock: the engine's time is real), an owner, and a close that removes its machines' containers. */
+export interface DockerApp {
+  ctx: TestContext;
+  owner: Owner;
+  close(): Promise<void>;
+}
+
+export async function startDockerApp(options: TestAppOptions = {}): Promise<DockerApp> {
+  const ctx = await createTestApp({ realClock: true, ...options, env: { MACHINE_PROVIDER: 'docker', ...options.env } });
+  const owner = await newOwner(ctx);
+  return {
+    ctx,
+    owner,
+    async close() {
+      const machines = await ctx.app.deps.db.selectFrom('machines').select('id').execute();
+      await ctx.close();
+      await removeMachineContainers(machines.map((machine) => machine.id));
+    },
+  };
+}
+
+/** Waits for a machine to reach a status. */
+export function untilStatus(owner: Owner, machineId: string, status: string, timeoutMs = 60_000): Promise<true> {
+  return eventually(async () => ((await owner.call('GET', `/api/machines/${machineId}`)).json().status === status ? true : undefined), timeoutMs, `machine ${machineId} ${status}`);
+}
+
+export type FinishedRun = Record<string, unknown> & { id: string; status: string; exitCode: number | null; stdout: string | null; stderr: string | null; output: string | null; timedOut: boolean };
+
+/** Starts a manual run and waits for its end, as GET /api/runs/{id} then shows it. */
+export async function runToEnd(owner: Owner, machineId: string, body: Record<string, unknown>): Promise<FinishedRun> {
+  const queued = await owner.call('POST', `/api/machines/${machineId}/runs`, body);
+  if (queued.statusCode !== 201) throw new Error(`the run was refused: ${queued.body}`);
+  return eventually(async () => {
+    const current = (await owner.call('GET', `/api/runs/${queued.json().id}`)).json() as FinishedRun;
+    return current.status === 'succeeded' || current.status === 'failed' ? current : undefined;
+  }, 120_000, `run ${String(body.command)}`);
+}
