@@ -91,7 +91,7 @@ interface BenchService {
 
 // The speed switches pass through, so a run can measure the service with one of them off.
 const speedSwitches = Object.fromEntries(
-  ['PG_PREPARED_STATEMENTS', 'PG_PIPELINED_BEGIN', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER', 'WEBHOOK_SENDER_THREAD'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+  ['PG_PREPARED_STATEMENTS', 'WEBHOOK_SENDER_THREAD'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
 );
 
 async function startService(env: Record<string, string> = {}): Promise<BenchService> {

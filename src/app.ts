@@ -118,8 +118,6 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   const db: Kysely<DB> = connectDatabase(config.databaseUrl, {
     ...(options.databaseSchema ? { schema: options.databaseSchema } : {}),
     preparedStatements: config.performance.pgPreparedStatements,
-    pipelinedBegin: config.performance.pgPipelinedBegin,
-    groupCommit: config.performance.sqliteGroupCommit,
   });
   try {
     await migrateToLatest(db);
@@ -136,7 +134,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     config.role === 'api'
       ? null
       : createRunner({ db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: config.jobs.pollIntervalMs, ...options.runnerOptions });
-  const deps: Deps = Object.freeze({ config, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner, handover: config.performance.jobsHandover }) });
+  const deps: Deps = Object.freeze({ config, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }) });
 
   await app.register(fp(async (core) => {
     core.decorate('deps', deps);

@@ -58,12 +58,6 @@ const DEFAULT_MACHINE_SIZES = 'small=1/1g/512,medium=2/2g/1024,large=4/4g/2048';
 export interface PerformanceConfig {
   /** PostgreSQL: statements that repeat are sent as named prepared statements, parsed and planned once per connection. */
   pgPreparedStatements: boolean;
-  /** PostgreSQL: a transaction's BEGIN goes to the server with its first statement, not as a round trip of its own. */
-  pgPipelinedBegin: boolean;
-  /** SQLite: transactions waiting for the single writer share one commit, each in its own savepoint. */
-  sqliteGroupCommit: boolean;
-  /** Jobs due now that this process can start at once are leased to it by the insert that creates them and handed over in memory on commit, instead of being claimed by a poll. */
-  jobsHandover: boolean;
   /** Webhook HTTP attempts run on a worker thread of their own, beside the service's thread (default: on with SQLite, off with PostgreSQL). */
   webhookSenderThread: boolean;
 }
@@ -183,9 +177,6 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     performance: {
       pgPreparedStatements: parseSwitch('PG_PREPARED_STATEMENTS', env.PG_PREPARED_STATEMENTS, true),
-      pgPipelinedBegin: parseSwitch('PG_PIPELINED_BEGIN', env.PG_PIPELINED_BEGIN, true),
-      sqliteGroupCommit: parseSwitch('SQLITE_GROUP_COMMIT', env.SQLITE_GROUP_COMMIT, true),
-      jobsHandover: parseSwitch('JOBS_HANDOVER', env.JOBS_HANDOVER, true),
       // On by default where it was measured to pay: with SQLite the service's own thread is the limit; with PostgreSQL the database was.
       webhookSenderThread: parseSwitch('WEBHOOK_SENDER_THREAD', env.WEBHOOK_SENDER_THREAD, databaseUrl.startsWith('sqlite:')),
     },

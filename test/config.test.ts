@@ -65,7 +65,7 @@ describe('loadConfig', () => {
         paymentProvider: 'simulated',
       },
       mcp: { toolCallsPerMinute: 600 },
-      performance: { pgPreparedStatements: true, pgPipelinedBegin: true, sqliteGroupCommit: true, jobsHandover: true, webhookSenderThread: true },
+      performance: { pgPreparedStatements: true, webhookSenderThread: true },
       passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
     });
     assert.deepEqual(DEFAULT_PASSWORD_HASH_COST, { memoryKiB: 19 * 1024, passes: 2, parallelism: 1 });
@@ -112,20 +112,17 @@ describe('loadConfig', () => {
     }
   });
 
-  test('the speed options PG_PREPARED_STATEMENTS, SQLITE_GROUP_COMMIT, JOBS_HANDOVER and WEBHOOK_SENDER_THREAD: each a switch', () => {
-    assert.deepEqual(loadConfig({ PG_PREPARED_STATEMENTS: 'off', PG_PIPELINED_BEGIN: 'false', SQLITE_GROUP_COMMIT: 'no', JOBS_HANDOVER: '0', WEBHOOK_SENDER_THREAD: 'off' }).performance, {
+  test('the speed options PG_PREPARED_STATEMENTS and WEBHOOK_SENDER_THREAD: each a switch', () => {
+    assert.deepEqual(loadConfig({ PG_PREPARED_STATEMENTS: 'off', WEBHOOK_SENDER_THREAD: 'off' }).performance, {
       pgPreparedStatements: false,
-      pgPipelinedBegin: false,
-      sqliteGroupCommit: false,
-      jobsHandover: false,
       webhookSenderThread: false,
     });
     const postgres = 'postgres://postgres@127.0.0.1:5432/test';
     assert.equal(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).performance.webhookSenderThread, true, 'on by default with SQLite');
     assert.equal(loadConfig({ DATABASE_URL: postgres }).performance.webhookSenderThread, false, 'off by default with PostgreSQL');
     assert.equal(loadConfig({ DATABASE_URL: postgres, WEBHOOK_SENDER_THREAD: 'on' }).performance.webhookSenderThread, true);
-    assert.equal(loadConfig({ DATABASE_URL: postgres }).performance.jobsHandover, true, 'the others are on with either engine');
-    for (const variable of ['PG_PREPARED_STATEMENTS', 'PG_PIPELINED_BEGIN', 'SQLITE_GROUP_COMMIT', 'JOBS_HANDOVER', 'WEBHOOK_SENDER_THREAD']) {
+    assert.equal(loadConfig({ DATABASE_URL: postgres }).performance.pgPreparedStatements, true, 'prepared statements are on by default');
+    for (const variable of ['PG_PREPARED_STATEMENTS', 'WEBHOOK_SENDER_THREAD']) {
       assert.throws(() => loadConfig({ [variable]: 'fast' }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `));
     }
   });

@@ -42,13 +42,12 @@ async function deliversAfterOneRetry({ ctx, user, hook }: Service): Promise<void
 }
 
 /**
- * The speed options (bench/RESULTS.md) change how fast, never what: with all
- * five off, on either engine, the service does the same, by its plain paths
- * (every statement unnamed, every BEGIN a round trip of its own, every SQLite transaction its own commit, every
- * job claimed by a poll that the commit wakes, every webhook attempt made on the service's own thread).
+ * The speed options (bench/RESULTS.md) change how fast, never what: with both
+ * off, on either engine, the service does the same, by its plain paths (every
+ * statement unnamed, every webhook attempt made on the service's own thread).
  */
-describe('with PG_PREPARED_STATEMENTS, PG_PIPELINED_BEGIN, SQLITE_GROUP_COMMIT, JOBS_HANDOVER and WEBHOOK_SENDER_THREAD off', () => {
-  const service = serviceWith({ PG_PREPARED_STATEMENTS: 'off', PG_PIPELINED_BEGIN: 'off', SQLITE_GROUP_COMMIT: 'off', JOBS_HANDOVER: 'off', WEBHOOK_SENDER_THREAD: 'off', MACHINE_BOOT_MS: String(BOOT_MS) });
+describe('with PG_PREPARED_STATEMENTS and WEBHOOK_SENDER_THREAD off', () => {
+  const service = serviceWith({ PG_PREPARED_STATEMENTS: 'off', WEBHOOK_SENDER_THREAD: 'off', MACHINE_BOOT_MS: String(BOOT_MS) });
 
   test('a delivery starts at once on commit (no poll for an hour), fails, is retried on schedule, and is delivered', async () => {
     await deliversAfterOneRetry(service);

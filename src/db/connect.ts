@@ -13,17 +13,12 @@ export interface ConnectOptions {
   poolSize?: number;
   /** PostgreSQL: PG_PREPARED_STATEMENTS (see pg-statements.ts). */
   preparedStatements?: boolean;
-  /** PostgreSQL: PG_PIPELINED_BEGIN (see pg-statements.ts). */
-  pipelinedBegin?: boolean;
-  /** SQLite: SQLITE_GROUP_COMMIT (see sqlite-group-commit.ts). */
-  groupCommit?: boolean;
 }
 
 const INT8_OID = 20;
 
 const sqliteDataVersions = new WeakMap<Kysely<DB>, () => number>();
 const sqliteLogRooms = new WeakMap<Kysely<DB>, () => Promise<void> | undefined>();
-const groupCommitting = new WeakSet<Kysely<DB>>();
 
 export function connectDatabase(url: string, options: ConnectOptions = {}): Kysely<DB> {
   if (url.startsWith('sqlite:')) {
@@ -31,15 +26,14 @@ export function connectDatabase(url: string, options: ConnectOptions = {}): Kyse
     const db = new Kysely<DB>({ dialect: sqlite.dialect });
     sqliteDataVersions.set(db, sqlite.dataVersion);
     sqliteLogRooms.set(db, sqlite.logRoom);
-    if (options.groupCommit ?? true) groupCommitting.add(db);
     return db;
   }
   return new Kysely<DB>({ dialect: createPostgresDialect(url, options) });
 }
 
-/** Whether transactions on this SQLite database share commits (SQLITE_GROUP_COMMIT). */
+/** Whether this is a SQLite database this module connected: its transactions share commits (see sqlite-group-commit.ts). */
 export function usesGroupCommit(db: Kysely<DB>): boolean {
-  return groupCommitting.has(db);
+  return sqliteDataVersions.has(db);
 }
 
 /** SQLite's `data_version` reader for a database this module connected (see SqliteConnection); undefined on PostgreSQL. */
@@ -63,8 +57,7 @@ function createPostgresDialect(url: string, options: ConnectOptions): Dialect {
         oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
     },
   });
-  const statements = { preparedStatements: options.preparedStatements ?? true, pipelinedBegin: options.pipelinedBegin ?? true };
-  if (statements.preparedStatements || statements.pipelinedBegin) pool.on('connect', (client) => sendStatements(client, statements));
+  if (options.preparedStatements ?? true) pool.on('connect', (client) => sendStatements(client));
   return new CurrentSchemaPostgresDialect({ pool });
 }
 

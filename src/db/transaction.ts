@@ -8,7 +8,7 @@ export type { Tx } from './tx.ts';
 
 /**
  * Runs `work` in one transaction; after-commit callbacks run only if it commits.
- * On SQLite with SQLITE_GROUP_COMMIT, callers waiting for the one writer share a commit (see groupCommit).
+ * On SQLite, callers waiting for the one writer share a commit (see groupCommit).
  * @throws whatever `work` throws, after rolling back.
  */
 export async function inTransaction<T>(db: Kysely<DB>, work: (tx: Tx) => Promise<T>): Promise<T> {

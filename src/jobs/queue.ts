@@ -81,10 +81,12 @@ export interface QueueDeps {
   db: Kysely<DB>;
   clock: Clock;
   signals: Signals;
-  /** This process's runner, when its role runs jobs. */
+  /**
+   * This process's runner, when its role runs jobs: jobs due now that it can
+   * start at once are leased to it by the insert that creates them and handed
+   * over in memory on commit, instead of being claimed by a poll.
+   */
   runner: Runner | null;
-  /** JOBS_HANDOVER: lease jobs due now to this process's runner as they are inserted, and hand them over on commit (else its poll claims them). */
-  handover: boolean;
 }
 
 const keyOf = (type: JobType<unknown>, subject: string) => `${type.name}:${subject}`;
@@ -105,7 +107,7 @@ function keyedRow<Payload>(type: JobType<Payload>, subject: string, payload: Pay
   };
 }
 
-export function createQueue({ db, clock, signals, runner, handover }: QueueDeps): Queue {
+export function createQueue({ db, clock, signals, runner }: QueueDeps): Queue {
   /** After commit: this process polls at `at`; now, every process is told (on PostgreSQL by NOTIFY, which is delivered only on commit). */
   async function dueAt(tx: Tx, at: number): Promise<void> {
     if (at <= clock.now()) return announce(signals, tx, 'due');
@@ -116,7 +118,7 @@ export function createQueue({ db, clock, signals, runner, handover }: QueueDeps)
     async enqueue(tx, type, jobs) {
       if (jobs.length === 0) return;
       const now = clock.now();
-      const local = handover && runner !== null && runner.isRegistered(type.name) ? runner : null;
+      const local = runner !== null && runner.isRegistered(type.name) ? runner : null;
       const leaseUntil = local === null ? 0 : now + local.leaseMs(type.name);
       const rows: JobsTable[] = [];
       const handed: Array<{ job: Job<unknown>; work?: unknown }> = [];
@@ -153,7 +155,7 @@ export function createQueue({ db, clock, signals, runner, handover }: QueueDeps)
     },
     async enqueueEach(tx, type, source, payload, { alongside, workOf }) {
       const now = clock.now();
-      const local = handover && runner !== null && runner.isRegistered(type.name) ? runner : null;
+      const local = runner !== null && runner.isRegistered(type.name) ? runner : null;
       const leaseUntil = local === null ? null : now + local.leaseMs(type.name);
       const template: JobsTable = {
         id: '',

@@ -8,11 +8,12 @@ import { sendStatements } from '../../src/db/pg-statements.ts';
 import { freshDatabase, onPostgres, type TestDatabase } from '../support/database.ts';
 
 /**
- * PG_PIPELINED_BEGIN sends a transaction's BEGIN with its first statement
- * (src/db/pg-statements.ts). Whatever it saves, a transaction must mean what
- * it meant: all of its statements or none, at the isolation level it asked for.
+ * PG_PREPARED_STATEMENTS sends the statements that repeat as named prepared
+ * statements (src/db/pg-statements.ts). Whatever it saves, a transaction must
+ * mean what it meant: all of its statements or none, at the isolation level it
+ * asked for, and a statement whose preparation failed must run once it can.
  */
-describe('PostgreSQL transactions with PG_PIPELINED_BEGIN and PG_PREPARED_STATEMENTS on', { skip: !onPostgres && 'Postgres only' }, () => {
+describe('PostgreSQL transactions with PG_PREPARED_STATEMENTS on', { skip: !onPostgres && 'Postgres only' }, () => {
   let database: TestDatabase;
   let db: Kysely<DB>;
   // The server's transaction id: the same within one transaction, a new one for each statement outside.
@@ -21,7 +22,7 @@ describe('PostgreSQL transactions with PG_PIPELINED_BEGIN and PG_PREPARED_STATEM
 
   before(async () => {
     database = await freshDatabase();
-    db = connectDatabase(database.url, { schema: database.schema, poolSize: 1, pipelinedBegin: true, preparedStatements: true });
+    db = connectDatabase(database.url, { schema: database.schema, poolSize: 1, preparedStatements: true });
     await sql`create table pipelined (n int primary key)`.execute(db);
   });
   after(async () => {
@@ -60,7 +61,7 @@ describe('PostgreSQL transactions with PG_PIPELINED_BEGIN and PG_PREPARED_STATEM
     await sql`delete from pipelined`.execute(db);
   });
 
-  test('a transaction that runs no statement commits and rolls back without a word to the server', async () => {
+  test('a transaction that runs no statement commits and rolls back', async () => {
     assert.equal(await db.transaction().execute(async () => 'nothing'), 'nothing');
     await assert.rejects(db.transaction().execute(async () => { throw new Error('nothing either'); }), /nothing either/);
     assert.notEqual(await transactionId(db), await transactionId(db), 'not left inside a transaction');
@@ -72,7 +73,7 @@ describe('PostgreSQL transactions with PG_PIPELINED_BEGIN and PG_PREPARED_STATEM
     assert.equal(level, 'serializable');
   });
 
-  test('a prepared statement whose first parse fails after a pipelined BEGIN is parsed again next time', async () => {
+  test('a prepared statement whose first parse fails, first in a transaction, is parsed again next time', async () => {
     // Seen once outside a transaction (unnamed), so named from its second run on, which fails to parse: its table is missing.
     const later = (trx: Kysely<DB>) => sql<{ n: number }>`select n from pipelined_later where n = ${1}`.execute(trx);
     await assert.rejects(later(db), /does not exist/);
@@ -84,7 +85,7 @@ describe('PostgreSQL transactions with PG_PIPELINED_BEGIN and PG_PREPARED_STATEM
   });
 
   // Regression: the statement was parsed, its run failed (a duplicate key here; a deadlock in the service), and the connection forgot it had it.
-  test('a prepared statement whose first run after a pipelined BEGIN fails runs on that connection afterwards', async () => {
+  test('a prepared statement whose first run in a transaction fails runs on that connection afterwards', async () => {
     const insert = (trx: Kysely<DB>, n: number) => sql`insert into pipelined_once (n) values (${n})`.execute(trx);
     await sql`create table pipelined_once (n int primary key)`.execute(db);
     await insert(db, 20);
@@ -94,9 +95,9 @@ describe('PostgreSQL transactions with PG_PIPELINED_BEGIN and PG_PREPARED_STATEM
     assert.deepEqual((await sql<{ n: number }>`select n from pipelined_once order by n`.execute(db)).rows, [{ n: 20 }, { n: 21 }, { n: 22 }]);
   });
 
-  test('a call outside Kysely’s usual form (a query config, as cursors and LISTEN use) runs after the BEGIN it follows', async () => {
+  test('a call outside Kysely’s usual form (a query config, as cursors and LISTEN use) runs in the transaction it follows', async () => {
     const pool = new pg.Pool({ connectionString: database.url, max: 1, options: `-c search_path=${database.schema}` });
-    pool.on('connect', (client) => sendStatements(client, { preparedStatements: false, pipelinedBegin: true }));
+    pool.on('connect', (client) => sendStatements(client));
     const client = await pool.connect();
     try {
       await client.query('begin', []);

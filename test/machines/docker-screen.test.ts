@@ -83,10 +83,13 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
   test('computer: typing into a terminal and pressing Return runs a command; a click moves the pointer there; bad actions are tool errors', async () => {
     const machine = await runningMachine({ name: 'desk' });
     const { call } = await agentOf(machine);
-    await run(machine.id, 'xterm -geometry 100x30+0+0 > /dev/null 2>&1 &');
+    await run(machine.id, 'xterm -geometry 100x30+0+0 > /tmp/xterm.log 2>&1 &');
     // The window shown, and the shell in it started: typing before that would be lost.
     const ready = 'xdotool search --onlyvisible --class xterm && ps -o comm= --ppid "$(pgrep -o xterm)" | grep -q sh';
-    await eventually(async () => ((await run(machine.id, ready)).status === 'succeeded' ? true : undefined), 20_000, 'the terminal window');
+    await eventually(async () => ((await run(machine.id, ready)).status === 'succeeded' ? true : undefined), 30_000, 'the terminal window').catch(async (error) => {
+      const seen = await run(machine.id, 'ps -eo pid,ppid,stat,etime,args; cat /tmp/xterm.log; xdotool search --class xterm');
+      throw new Error(`${error.message}; the machine showed:\n${seen.output}`);
+    });
     imageOf(await call('computer', { action: 'left_click', coordinate: [200, 150] }));
     assert.deepEqual((await call('computer', { action: 'cursor_position' })).structuredContent, { x: 200, y: 150 });
     imageOf(await call('computer', { action: 'type', text: 'echo typed-by-an-agent > /tmp/typed.txt' }));
