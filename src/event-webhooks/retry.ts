@@ -18,7 +18,7 @@ import type { WebhookConfig } from '../config.ts';
  * - an attempt failed without a connection while a probe stands for its
  *   failing endpoint ("not sent"): it counts as an attempt, on this schedule;
  * - an attempt whose process died holding it: it is not counted (nothing was
- *   recorded); once its lease (twice the timeout plus a second) runs out,
+ *   recorded); once its lease (8 s, renewed while it runs) runs out,
  *   another process makes it, and the schedule goes on from that attempt.
  *
  * A manual retry (POST …/deliveries/{id}/retry) starts a new series, due at

@@ -15,7 +15,7 @@ export async function setLanePaused(db: Kysely<DB>, lane: string, paused: boolea
  * Closes the lane and cancels its jobs. No foreign key does it on PostgreSQL,
  * where checking one for every job queued cost more than this delete
  * (migration 0010): the jobs go first, as a lane's owner's delete takes them
- * after its own rows (see the README's lock order).
+ * after its own rows (see docs/architecture.md, "Lock order on PostgreSQL").
  */
 export async function closeLane(db: Kysely<DB>, lane: string): Promise<void> {
   await db.deleteFrom('jobs').where('lane', '=', lane).execute();
