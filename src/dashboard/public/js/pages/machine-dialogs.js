@@ -67,12 +67,16 @@ export function confirmDestroy(machine) {
   });
 }
 
-/** @param {Machine} machine */
-export async function openLiveView(machine) {
+/**
+ * A new live-view link, shown with a button that opens it.
+ * @param {Machine} machine
+ * @param {{ url: string, expiresAt: string }} [created]  a link already created (one the browser would not open in a new tab)
+ */
+export async function openLiveView(machine, created) {
   const dialog = openDialog({ title: `Live view of ${machine.name}`, content: [loading('Creating a live-view link…')] });
   try {
     /** @type {{ url: string, expiresAt: string }} */
-    const link = await api('POST', `/api/machines/${encodeURIComponent(machine.id)}/live-view`);
+    const link = created ?? await api('POST', `/api/machines/${encodeURIComponent(machine.id)}/live-view`);
     const parsed = new URL(link.url, location.origin);
     if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('The live-view link is not a web address.');
     const url = parsed.toString();

@@ -1,6 +1,7 @@
 // A machine's runs: the form that starts one (command, working directory,
 // timeout), the list, and a run's details with its stdout and stderr apart,
-// its exit code, and whether it timed out or lost output.
+// its exit code, whether it timed out or lost output, and the screen as it
+// ended where the machine kept one.
 import { api, messageOf, pagedList } from '../api.js';
 import { openDialog } from '../dialog.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
@@ -9,6 +10,7 @@ import { field, simpleForm } from '../forms.js';
 import { card } from '../layout.js';
 import { toast } from '../toast.js';
 import { outputBlock } from './machine-access.js';
+import { runScreenshot } from './machine-screen.js';
 
 /**
  * @typedef {object} Run
@@ -162,6 +164,8 @@ export function showRun(first) {
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   const content = h('div', { class: 'stack stack--tight' });
+  /** @type {HTMLElement | null} Asked for once the run has ended. */
+  let screen = null;
   const dialog = openDialog({
     title: 'Run output',
     size: 'widest',
@@ -190,10 +194,12 @@ export function showRun(first) {
     const streams = run.stdout === null && run.stderr === null
       ? (finished ? [outputBlock('note', run.output, { label: 'Why it did not run', empty: 'No reason was recorded.' })] : [h('p', { class: 'muted' }, 'The output appears when the run ends.')])
       : [outputBlock('stdout', run.stdout), outputBlock('stderr', run.stderr)];
+    if (finished && screen === null) screen = runScreenshot(run, () => open);
     replace(content,
       h('dl', { class: 'kv' }, rows.map(([term, value]) => [h('dt', null, term), h('dd', null, value)])),
       run.truncated ? alertBox('warning', 'Output past 1 MiB per stream was not kept: what follows is its beginning.', { 'data-truncated': '' }) : null,
-      ...streams);
+      ...streams,
+      screen);
   }
 
   /** @param {Run} run */

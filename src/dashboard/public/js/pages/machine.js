@@ -1,5 +1,5 @@
-// One machine: its status (start and stop), its runs, and while it runs its
-// files and background processes (CONTRACT 15).
+// One machine: its status (start and stop), its screen (CONTRACT 16), its
+// runs, and while it runs its files and background processes (CONTRACT 15).
 import { api, ApiError, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';
@@ -8,6 +8,7 @@ import { toast } from '../toast.js';
 import { filesSection } from './machine-files.js';
 import { processesSection } from './machine-processes.js';
 import { runsSection } from './machine-runs.js';
+import { screenSection } from './machine-screen.js';
 import { statusBadge } from './machines.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
@@ -60,9 +61,10 @@ export function machinePage({ params, onCleanup }) {
       const runs = runsSection(machine.id, onCleanup);
       const files = filesSection(machine.id);
       const processes = processesSection(machine.id, onCleanup);
-      // Files and processes are read again whenever the machine's status changes.
-      watchers = [files, processes];
-      replace(sections, runs.element, files.element, processes.element);
+      const screen = screenSection(machine, onCleanup);
+      // The screen, files and processes are read again whenever the machine's status changes.
+      watchers = [screen, files, processes];
+      replace(sections, screen.element, runs.element, files.element, processes.element);
       started = true;
     }
     for (const watcher of watchers) watcher.setStatus(machine.status);

@@ -1,0 +1,236 @@
+// A machine's screen (CONTRACT 16): on its page, a picture read again every
+// few seconds while the section is in view and the machine runs, its size, and
+// a live-view link opened in a new tab; in a run's details, the screen as the
+// run ended. Pictures are <img> elements loaded from the API with the session
+// cookie (same origin, so the CSP's img-src 'self' covers them); one that does
+// not load is asked about once more with fetch, which reads why (no display,
+// not running).
+import { ApiError, api, apiRaw, messageOf } from '../api.js';
+import { alertBox, h, loading, replace } from '../dom.js';
+import { card } from '../layout.js';
+import { toast } from '../toast.js';
+import { openLiveView } from './machine-dialogs.js';
+
+/** @typedef {import('./machines.js').Machine} Machine */
+
+/** How often the picture is read again while it is looked at (the live view's fallback uses the same). */
+const REFRESH_MS = 3000;
+/** A run's picture is taken in the background as it ends: a run this recent is asked again, this often, this many times. */
+const RUN_SHOT_RECENT_MS = 30_000;
+const RUN_SHOT_RETRY_MS = 2000;
+const RUN_SHOT_TRIES = 5;
+
+/** @type {Record<string, string>} A status other than running, in words. */
+const STATES = { starting: 'starting', stopping: 'stopping', stopped: 'stopped', error: 'in error', destroyed: 'destroyed' };
+
+const clock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+
+/**
+ * Loads a picture; resolves once it can be drawn.
+ * @param {string} src
+ * @param {string} alt
+ * @returns {Promise<HTMLImageElement>}
+ * @throws {Error} when the answer is not a picture (an error status, a network failure)
+ */
+async function loadPicture(src, alt) {
+  const picture = /** @type {HTMLImageElement} */ (h('img', { class: 'screen__picture', alt, src }));
+  await picture.decode();
+  return picture;
+}
+
+/** "1280 × 800 pixels" @param {HTMLImageElement} picture */
+const sizeOf = (picture) => `${picture.naturalWidth} × ${picture.naturalHeight} pixels`;
+
+/**
+ * The Screen section of a machine's page. It reads pictures only while the
+ * machine runs, the section is on screen and the tab is shown; leaving the
+ * page stops it.
+ * @param {Machine} machine
+ * @param {(cleanup: () => void) => void} onCleanup
+ */
+export function screenSection(machine, onCleanup) {
+  const path = `/api/machines/${encodeURIComponent(machine.id)}/screenshot`;
+  let status = '';
+  let inView = false;
+  let left = false;
+  /** Counts reads: only the newest one draws. */
+  let reads = 0;
+  /** Whether the last read showed a picture: problems are not read again on their own. */
+  let showing = false;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
+
+  const refreshButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Refresh'));
+  refreshButton.addEventListener('click', () => refresh());
+  const liveButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Open live view'));
+  liveButton.addEventListener('click', openLive);
+  const body = h('div', { class: 'card__body' }, loading('Loading the screen…'));
+  const element = card({
+    title: 'Screen',
+    id: 'screen',
+    flush: true,
+    description: 'What the machine’s display shows, read again every few seconds while you look at it.',
+    actions: [refreshButton, liveButton],
+  }, body);
+
+  const observer = new IntersectionObserver((entries) => {
+    const was = inView;
+    inView = entries.some((entry) => entry.isIntersecting);
+    if (inView && !was && showing) refresh();
+    if (!inView) clearTimeout(timer);
+  });
+  observer.observe(element);
+  const onVisibility = () => {
+    if (document.hidden) clearTimeout(timer);
+    else if (showing) refresh();
+  };
+  document.addEventListener('visibilitychange', onVisibility);
+  onCleanup(() => {
+    left = true;
+    clearTimeout(timer);
+    observer.disconnect();
+    document.removeEventListener('visibilitychange', onVisibility);
+  });
+
+  function scheduleNext() {
+    clearTimeout(timer);
+    if (!left && showing && status === 'running' && inView && !document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    if (status !== 'running') return;
+    const read = ++reads;
+    try {
+      // A new address each time: the picture is never one the browser kept.
+      const picture = await loadPicture(`${path}?${new URLSearchParams({ at: String(Date.now()) })}`, `The screen of ${machine.name}`);
+      if (left || read !== reads) return;
+      showPicture(picture);
+    } catch {
+      const problem = await whyNoPicture();
+      if (left || read !== reads) return;
+      if (problem === null) {
+        // It loads now (a moment's failure): try again at the next turn, keeping what is shown.
+        if (!showing) replace(body, alertBox('error', 'The screen could not be shown. It is tried again in a moment.'));
+        showing = true;
+      } else {
+        showProblem(problem);
+      }
+    }
+    scheduleNext();
+  }
+
+  /** The API's reason for refusing the picture; null when it answers one now. */
+  async function whyNoPicture() {
+    try {
+      const response = await apiRaw('GET', path);
+      await response.body?.cancel();
+      return null;
+    } catch (error) {
+      return error;
+    }
+  }
+
+  /** @param {HTMLImageElement} picture */
+  function showPicture(picture) {
+    showing = true;
+    liveButton.hidden = false;
+    replace(body, h('figure', { class: 'screen', dataset: { screen: 'shown' } },
+      picture,
+      h('figcaption', { class: 'screen__caption' }, h('span', { dataset: { screenSize: '' } }, sizeOf(picture)), ` · read at ${clock.format(new Date())}`)));
+  }
+
+  /** @param {unknown} error */
+  function showProblem(error) {
+    showing = false;
+    if (error instanceof ApiError && error.code === 'no_display') {
+      liveButton.hidden = true;
+      replace(body, h('div', { class: 'empty', dataset: { unavailable: 'no_display' } },
+        h('h3', null, 'No display'),
+        h('p', null, 'This machine has no display, so there is no screen to show: its image has none, or its display was stopped.')));
+      return;
+    }
+    if (error instanceof ApiError && error.code === 'invalid_state') {
+      // The machine stopped without this page noticing: say so as for any status but running.
+      drawNotRunning('not running now');
+      return;
+    }
+    replace(body, alertBox('error', messageOf(error)));
+  }
+
+  /** @param {string} what  the machine's state, in words ("stopped") */
+  function drawNotRunning(what) {
+    refreshButton.hidden = what !== 'not running now';
+    liveButton.hidden = true;
+    replace(body, h('div', { class: 'empty', dataset: { unavailable: 'invalid_state' } },
+      h('h3', null, `The machine is ${what}.`),
+      h('p', null, what === 'destroyed' ? 'Its screen went with it.' : 'Its screen shows here while it runs.')));
+  }
+
+  async function openLive() {
+    liveButton.disabled = true;
+    try {
+      /** @type {{ url: string, expiresAt: string }} */
+      const link = await api('POST', `/api/machines/${encodeURIComponent(machine.id)}/live-view`);
+      const url = new URL(link.url, location.origin);
+      if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('The live-view link is not a web address.');
+      // The dashboard's Cross-Origin-Opener-Policy keeps the new tab from reaching back to this page.
+      const tab = window.open(url.toString(), '_blank');
+      // A browser that blocked the tab: the same link, to open with a click.
+      if (tab === null) openLiveView(machine, link);
+    } catch (error) {
+      toast(error instanceof ApiError ? messageOf(error) : 'The live-view link could not be opened.', 'error');
+    } finally {
+      liveButton.disabled = false;
+    }
+  }
+
+  /** The machine's status changed (or is first known): show its screen, or why there is none. @param {string} next */
+  function setStatus(next) {
+    if (next === status) return;
+    status = next;
+    if (status === 'running') {
+      refreshButton.hidden = false;
+      showing = false;
+      replace(body, loading('Loading the screen…'));
+      refresh();
+      return;
+    }
+    clearTimeout(timer);
+    reads += 1;
+    showing = false;
+    drawNotRunning(STATES[status] ?? 'not running');
+  }
+
+  return { element, setStatus };
+}
+
+/**
+ * The screen as a run ended, where the machine kept one: an element that
+ * holds its picture once it has loaded, and stays empty when there is none
+ * (no display, a provider without pictures, or kept past two hours).
+ * @param {{ id: string, finishedAt: string | null }} run
+ * @param {() => boolean} stillShown  false once the run's details are closed
+ */
+export function runScreenshot(run, stillShown) {
+  const holder = h('div', { dataset: { runScreenshot: '' } });
+  const src = `/api/runs/${encodeURIComponent(run.id)}/screenshot`;
+  const recent = run.finishedAt !== null && Date.now() - new Date(run.finishedAt).getTime() < RUN_SHOT_RECENT_MS;
+
+  /** @param {number} tries */
+  async function load(tries) {
+    try {
+      const picture = await loadPicture(src, `The screen as run ${run.id} ended`);
+      if (!stillShown()) return;
+      replace(holder, h('figure', { class: 'screen screen--run' },
+        h('figcaption', { class: 'field__label' }, 'Screen as the run ended'),
+        picture,
+        h('span', { class: 'screen__caption', dataset: { screenSize: '' } }, sizeOf(picture))));
+    } catch {
+      if (recent && tries > 1 && stillShown()) setTimeout(() => load(tries - 1), RUN_SHOT_RETRY_MS);
+    }
+  }
+
+  load(recent ? RUN_SHOT_TRIES : 1);
+  return holder;
+}
