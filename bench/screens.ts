@@ -45,8 +45,8 @@ const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0)
 export async function screenFigures(bench: MachinesBench): Promise<string[]> {
   const summary: string[] = [];
   const load = () => loadavg().map((value) => value.toFixed(1)).join(' ');
-  console.log(`  screens (load average ${load()}):`);
   const id = await bench.createMachine('screens');
+  console.log(`  screens, on machine ${id} (load average ${load()}):`);
   await bench.seenRunning([id]);
   const container = bench.docker.getContainer(containerName(id));
   const machine: ProviderMachine = { id, name: 'screens', size: 'small', labels: {}, status: 'running', statusChangedAt: Date.now(), screen: DEFAULT_SCREEN };
