@@ -1,7 +1,7 @@
 // npm run bench:machines — machines as Docker containers, through the real service (MACHINE_PROVIDER=docker):
-// create → running, a command through the service against the engine's own exec of it, and 30 machines at
-// once. Skipped, saying why, where there is no Docker engine with the machine image. Set DATABASE_URL=postgres://…
-// for PostgreSQL.
+// create → running, a command through the service against the engine's own exec of it, 30 machines at once,
+// and screens (bench/screens.ts). Skipped, saying why, where there is no Docker engine with the machine image.
+// Set DATABASE_URL=postgres://… for PostgreSQL, BENCH_ONLY=boot,commands,many,screens for some parts only.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
@@ -15,6 +15,7 @@ import { RUN_SCRIPT } from '../src/machines/docker/run-script.ts';
 import { newId } from '../src/shared/ids.ts';
 import { dockerUnavailable, removeMachineContainers } from '../test/support/docker.ts';
 import type { Mark } from './machines.child.ts';
+import { screenFigures } from './screens.ts';
 import { epochNow, percentile, postgresSchema, sleep, startChild, type Child } from './support.ts';
 
 const SEQUENTIAL = Number(process.env.BENCH_MACHINES ?? 20);
@@ -27,6 +28,7 @@ const POLL_MS = 10;
 const RUN_POLL_MS = 5;
 const TARGET_BOOT_P50_MS = 1500;
 const TARGET_RATIO = 1.2;
+const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['boot', 'commands', 'many', 'screens'];
 
 const skipped = await dockerUnavailable();
 if (skipped) {
@@ -292,72 +294,77 @@ const serviceMemory = () => service.request<NodeJS.MemoryUsage>({ cmd: 'memory' 
 // ── the run ─────────────────────────────────────────────────────────────────────────────────────────
 
 const ms = (value: number) => `${value.toFixed(value < 100 ? 1 : 0)} ms`;
+const bootLine = (values: number[]) => `p50 ${ms(percentile(values, 50))}, p99 ${ms(percentile(values, 99))}`;
 const summary: string[] = [];
 try {
-  // create → running, one after the other (each destroyed before the next), then AT_ONCE at once.
-  await bootTimes(1, 'warm-up');
-  await destroyAll(created.slice(-1));
-  const sequential: number[] = [];
-  const engine: number[] = [];
-  for (let i = 0; i < SEQUENTIAL; i++) {
-    sequential.push(...(await bootTimes(1, `one-${i}`)));
+  if (PARTS.includes('boot')) {
+    // create → running, one after the other (each destroyed before the next), then AT_ONCE at once.
+    await bootTimes(1, 'warm-up');
     await destroyAll(created.slice(-1));
-    if (i % 2 === 0) engine.push(await engineBootMs());
-  }
-  const atOnce = await bootTimes(AT_ONCE, 'five');
-  await destroyAll(created.slice(-AT_ONCE));
-  const bootLine = (values: number[]) => `p50 ${ms(percentile(values, 50))}, p99 ${ms(percentile(values, 99))}`;
-  console.log(`  create → running, ${SEQUENTIAL} one after the other: ${bootLine(sequential)} (target p50 ≤ ${TARGET_BOOT_P50_MS} ms) ${percentile(sequential, 50) <= TARGET_BOOT_P50_MS ? 'PASS' : 'MISSED'}`);
-  console.log(`  create → running, ${AT_ONCE} at once: ${bootLine(atOnce)}`);
-  console.log(`  the engine alone, create + start with the same settings (${engine.length}, between those in turn): ${bootLine(engine)}; the service's p50 is ${(percentile(sequential, 50) / percentile(engine, 50)).toFixed(2)}× its p50`);
-  const boots: Phases[] = [];
-  for (let i = 0; i < TRACED; i++) boots.push(await tracedBoot());
-  printPhases(`create → running (median of ${TRACED} traced boots`, medianPhases(boots));
-  summary.push(`| create → running, ${SEQUENTIAL} in turn | ${bootLine(sequential)} | p50 ≤ ${TARGET_BOOT_P50_MS} ms |`);
-  summary.push(`| create → running, ${AT_ONCE} at once | ${bootLine(atOnce)} | |`);
-  summary.push(`| engine create + start alone | ${bootLine(engine)} (service ${(percentile(sequential, 50) / percentile(engine, 50)).toFixed(2)}×) | |`);
-
-  // One command, five ways, on one machine.
-  const runner = await createMachine('runner');
-  await seenRunning([runner]);
-  for (const [label, command] of Object.entries(COMMANDS)) {
-    const times = await commandTimes(runner, command);
-    const baseline = percentile(times[BASELINE], 50);
-    console.log(`  \`${command}\` (${RUNS} each, interleaved):`);
-    for (const way of WAYS) {
-      const p50 = percentile(times[way], 50);
-      const ratio = p50 / baseline;
-      const verdict = way === 'mcp run_command' || way === 'POST /runs + poll' ? ` (target ≤ ${TARGET_RATIO}×) ${ratio <= TARGET_RATIO ? 'PASS' : 'MISSED'}` : '';
-      // A second or more: the run script's bimodal case (see bench/RESULTS.md, bench:machines).
-      const slow = times[way].filter((time) => time >= 1000).length;
-      console.log(`    ${way.padEnd(18)} p50 ${ms(p50).padStart(8)}, p99 ${ms(percentile(times[way], 99)).padStart(8)}, ${String(slow).padStart(2)} of ${RUNS} ≥ 1 s; ${ratio.toFixed(2)}× ${BASELINE}${verdict}`);
-      summary.push(`| ${label}: ${way} | p50 ${ms(p50)}, p99 ${ms(percentile(times[way], 99))}, ${slow}/${RUNS} ≥ 1 s, ${ratio.toFixed(2)}× | ${way === BASELINE ? 'baseline' : verdict.includes('target') ? `≤ ${TARGET_RATIO}×` : ''} |`);
+    const sequential: number[] = [];
+    const engine: number[] = [];
+    for (let i = 0; i < SEQUENTIAL; i++) {
+      sequential.push(...(await bootTimes(1, `one-${i}`)));
+      await destroyAll(created.slice(-1));
+      if (i % 2 === 0) engine.push(await engineBootMs());
     }
+    const atOnce = await bootTimes(AT_ONCE, 'five');
+    await destroyAll(created.slice(-AT_ONCE));
+    console.log(`  create → running, ${SEQUENTIAL} one after the other: ${bootLine(sequential)} (target p50 ≤ ${TARGET_BOOT_P50_MS} ms) ${percentile(sequential, 50) <= TARGET_BOOT_P50_MS ? 'PASS' : 'MISSED'}`);
+    console.log(`  create → running, ${AT_ONCE} at once: ${bootLine(atOnce)}`);
+    console.log(`  the engine alone, create + start with the same settings (${engine.length}, between those in turn): ${bootLine(engine)}; the service's p50 is ${(percentile(sequential, 50) / percentile(engine, 50)).toFixed(2)}× its p50`);
+    const boots: Phases[] = [];
+    for (let i = 0; i < TRACED; i++) boots.push(await tracedBoot());
+    printPhases(`create → running (median of ${TRACED} traced boots`, medianPhases(boots));
+    summary.push(`| create → running, ${SEQUENTIAL} in turn | ${bootLine(sequential)} | p50 ≤ ${TARGET_BOOT_P50_MS} ms |`);
+    summary.push(`| create → running, ${AT_ONCE} at once | ${bootLine(atOnce)} | |`);
+    summary.push(`| engine create + start alone | ${bootLine(engine)} (service ${(percentile(sequential, 50) / percentile(engine, 50)).toFixed(2)}×) | |`);
   }
-  // Where the service's time goes: a few runs traced, the median of each phase.
-  for (const way of ['mcp run_command', 'POST /runs + poll'] as const) {
-    const traces: Phases[] = [];
-    for (let i = 0; i < TRACED; i++) traces.push(await tracedRun(way, runner, COMMANDS['echo hello']));
-    printPhases(`\`echo hello\` through ${way} (median of ${TRACED} traced runs`, medianPhases(traces));
+  if (PARTS.includes('commands')) {
+    // One command, five ways, on one machine.
+    const runner = await createMachine('runner');
+    await seenRunning([runner]);
+    for (const [label, command] of Object.entries(COMMANDS)) {
+      const times = await commandTimes(runner, command);
+      const baseline = percentile(times[BASELINE], 50);
+      console.log(`  \`${command}\` (${RUNS} each, interleaved):`);
+      for (const way of WAYS) {
+        const p50 = percentile(times[way], 50);
+        const ratio = p50 / baseline;
+        const verdict = way === 'mcp run_command' || way === 'POST /runs + poll' ? ` (target ≤ ${TARGET_RATIO}×) ${ratio <= TARGET_RATIO ? 'PASS' : 'MISSED'}` : '';
+        // A second or more: the run script's bimodal case (see bench/RESULTS.md, bench:machines).
+        const slow = times[way].filter((time) => time >= 1000).length;
+        console.log(`    ${way.padEnd(18)} p50 ${ms(p50).padStart(8)}, p99 ${ms(percentile(times[way], 99)).padStart(8)}, ${String(slow).padStart(2)} of ${RUNS} ≥ 1 s; ${ratio.toFixed(2)}× ${BASELINE}${verdict}`);
+        summary.push(`| ${label}: ${way} | p50 ${ms(p50)}, p99 ${ms(percentile(times[way], 99))}, ${slow}/${RUNS} ≥ 1 s, ${ratio.toFixed(2)}× | ${way === BASELINE ? 'baseline' : verdict.includes('target') ? `≤ ${TARGET_RATIO}×` : ''} |`);
+      }
+    }
+    // Where the service's time goes: a few runs traced, the median of each phase.
+    for (const way of ['mcp run_command', 'POST /runs + poll'] as const) {
+      const traces: Phases[] = [];
+      for (let i = 0; i < TRACED; i++) traces.push(await tracedRun(way, runner, COMMANDS['echo hello']));
+      printPhases(`\`echo hello\` through ${way} (median of ${TRACED} traced runs`, medianPhases(traces));
+    }
+    await destroyAll([runner]);
   }
-  await destroyAll([runner]);
-
-  // MANY machines at once: the time until all run, and the service's memory meanwhile.
-  const idleRss = serviceRssFromProc();
-  let peakRss = idleRss;
-  const sampler = setInterval(() => (peakRss = Math.max(peakRss, serviceRssFromProc())), 50);
-  const started = performance.now();
-  const many = await bootTimes(MANY, 'many');
-  const allRunningMs = performance.now() - started;
-  const memory = await serviceMemory();
-  clearInterval(sampler);
-  const destroyStarted = performance.now();
-  await destroyAll(created.slice(-MANY));
-  const destroyMs = performance.now() - destroyStarted;
-  console.log(`  ${MANY} machines at once: all running after ${ms(allRunningMs)} (each: ${bootLine(many)}); destroyed in ${ms(destroyMs)}`);
-  console.log(`    service rss ${mb(idleRss)} MB before, ${mb(memory.rss)} MB with ${MANY} running (/proc: ${mb(serviceRssFromProc())} MB; peak ${mb(peakRss)} MB), heap used ${mb(memory.heapUsed)} MB`);
-  summary.push(`| ${MANY} at once: all running | ${ms(allRunningMs)} (each ${bootLine(many)}) | |`);
-  summary.push(`| ${MANY} at once: service RSS | ${mb(idleRss)} MB before, ${mb(memory.rss)} MB running, peak ${mb(peakRss)} MB | |`);
+  if (PARTS.includes('many')) {
+    // MANY machines at once: the time until all run, and the service's memory meanwhile.
+    const idleRss = serviceRssFromProc();
+    let peakRss = idleRss;
+    const sampler = setInterval(() => (peakRss = Math.max(peakRss, serviceRssFromProc())), 50);
+    const started = performance.now();
+    const many = await bootTimes(MANY, 'many');
+    const allRunningMs = performance.now() - started;
+    const memory = await serviceMemory();
+    clearInterval(sampler);
+    const destroyStarted = performance.now();
+    await destroyAll(created.slice(-MANY));
+    const destroyMs = performance.now() - destroyStarted;
+    console.log(`  ${MANY} machines at once: all running after ${ms(allRunningMs)} (each: ${bootLine(many)}); destroyed in ${ms(destroyMs)}`);
+    console.log(`    service rss ${mb(idleRss)} MB before, ${mb(memory.rss)} MB with ${MANY} running (/proc: ${mb(serviceRssFromProc())} MB; peak ${mb(peakRss)} MB), heap used ${mb(memory.heapUsed)} MB`);
+    summary.push(`| ${MANY} at once: all running | ${ms(allRunningMs)} (each ${bootLine(many)}) | |`);
+    summary.push(`| ${MANY} at once: service RSS | ${mb(idleRss)} MB before, ${mb(memory.rss)} MB running, peak ${mb(peakRss)} MB | |`);
+  }
+  if (PARTS.includes('screens')) summary.push(...(await screenFigures({ docker, service, base, auth, mcpHeaders: MCP_HEADERS, api, createMachine, seenRunning, destroyAll })));
   console.log(`\n| | measured | target |\n|---|---|---|\n${summary.join('\n')}`);
 } finally {
   await service.stop();

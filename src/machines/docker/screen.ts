@@ -6,7 +6,7 @@ import { execDuplex, execIn, type ExecDuplex } from './exec.ts';
 /** What a machine's image must have for a screen: the default image's display (:1), scrot and xdotool. */
 const HAS_SCREEN = `[ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1 && command -v xdotool >/dev/null 2>&1 || exit 3`;
 /** A PNG of the whole display on stdout. */
-const SCREENSHOT = `f=/tmp/machine-platform-screen-$$.png; scrot -o -z "$f" && cat "$f"; rm -f "$f"`;
+export const SCREENSHOT = `f=/tmp/machine-platform-screen-$$.png; scrot -o -z "$f" && cat "$f"; rm -f "$f"`;
 /** xdotool reports an unknown key name on stderr, and goes on: exit 4 with it. */
 const KEY_CHECK = `if grep -q 'No such key name' "$e"; then grep -m1 'No such key name' "$e" >&2; rm -f "$e"; exit 4; fi; rm -f "$e"`;
 
