@@ -4,15 +4,13 @@ import { readFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import type { Page, Request } from 'playwright-core';
 import { asSession, type TestUser } from '../support/app.ts';
-import { eventually, openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
-import { dockerUnavailable, removeMachineContainers } from '../support/docker.ts';
+import { eventually, type LiveApp } from '../support/browser.ts';
+import { dockerUnavailable } from '../support/docker.ts';
+import { MACHINE_ACTION_MS, MACHINE_MS, openDockerMachinePage, type DockerMachinePage } from './docker-machine-page.ts';
 import { layoutProblems, settled, unnamedControls, walkTabStops } from './page-audits.ts';
 
 const skip = await dockerUnavailable();
 
-/** A container boots, a command runs, in seconds on an idle host; this one is shared, and every step waits on the engine. */
-const MACHINE_MS = 120_000;
-const MACHINE_ACTION_MS = 60_000;
 
 /**
  * A real machine's page in Chromium, on a real Docker engine (CONTRACT 15):
@@ -25,23 +23,14 @@ describe('dashboard in Chromium: a Docker machine’s runs, files and processes'
   let user: TestUser;
   let page: Page;
   let problems: string[];
-  let ui: SignedInPage;
+  let ui: DockerMachinePage;
   let machineId = '';
 
   before(async () => {
-    ui = await openSignedInPage({ app: { realClock: true, env: { MACHINE_PROVIDER: 'docker', MACHINE_WORKER_INTERVAL_MS: '200' } } });
-    ({ live, user, page, problems } = ui);
-    page.setDefaultTimeout(MACHINE_ACTION_MS);
-    const created = await call('POST', '/api/machines', { name: 'real-box' });
-    assert.equal(created.statusCode, 201, created.body);
-    machineId = created.json().id;
-    await eventually(async () => ((await call('GET', `/api/machines/${machineId}`)).json().status === 'running' ? true : undefined), 'the machine running', MACHINE_MS);
+    ui = await openDockerMachinePage({ name: 'real-box' });
+    ({ live, user, page, problems, machineId } = ui);
   });
-  after(async () => {
-    const machines = live ? await live.app.deps.db.selectFrom('machines').select('id').execute() : [];
-    await ui?.close();
-    await removeMachineContainers(machines.map((machine) => machine.id));
-  });
+  after(() => ui?.close());
 
   const call = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: object | Buffer) =>
     live.app.inject({ method, url, headers: { ...asSession(user.session, live.baseUrl), ...(Buffer.isBuffer(payload) ? { 'content-type': 'application/octet-stream' } : {}) }, ...(payload ? { payload } : {}) });
