@@ -20,7 +20,7 @@ const texts = new Map<string, string>();
 const MAX_TEXTS = 2000;
 
 /** The text `build` writes, kept under `key` (a statement's shape: its tables, columns and row count). */
-export function kept(key: string, build: () => string): string {
+export function cachedText(key: string, build: () => string): string {
   let text = texts.get(key);
   if (text === undefined) {
     text = build();
@@ -134,7 +134,7 @@ export async function insertAll(db: Kysely<DB>, inserts: readonly AnyRows[]): Pr
   const dialect = dialectOf(db);
   if (dialect === 'sqlite' || nonEmpty.length === 1) {
     for (const insert of nonEmpty) {
-      const text = kept(`insert;${insert.table}:${columnListId(insert.columns)}${sizeKey(dialect, insert.rows.length)};${dialect}`, () => insertText(dialect, insert, placeholders(dialect)));
+      const text = cachedText(`insert;${insert.table}:${columnListId(insert.columns)}${sizeKey(dialect, insert.rows.length)};${dialect}`, () => insertText(dialect, insert, placeholders(dialect)));
       const values: unknown[] = [];
       pushValues(dialect, values, insert);
       await db.executeQuery(CompiledQuery.raw(text, values));
@@ -143,7 +143,7 @@ export async function insertAll(db: Kysely<DB>, inserts: readonly AnyRows[]): Pr
   }
   let shape = dialect;
   for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)}`;
-  const text = kept(`insert;${shape}`, () => {
+  const text = cachedText(`insert;${shape}`, () => {
     const next = placeholders(dialect);
     const ctes = nonEmpty.slice(0, -1).map((insert, i) => `w${i} as (${insertText(dialect, insert, next)})`);
     return `with ${ctes.join(', ')} ${insertText(dialect, nonEmpty.at(-1)!, next)}`;
@@ -233,7 +233,7 @@ export async function insertEach<Result>(
   const sourceValues = source.values(dialect);
   if (dialect === 'sqlite') {
     // Statements cost no round trip here: the source is read once, and its rows written as plain rows.
-    const text = kept(`source;${source.name};sqlite`, () => source.text(dialect, placeholders(dialect)));
+    const text = cachedText(`source;${source.name};sqlite`, () => source.text(dialect, placeholders(dialect)));
     const read = (await db.executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, sourceValues))).rows as Array<Record<string, unknown>>;
     const chosen = source.finish === undefined ? read : source.finish(read);
     const built = each.map((insert) => ({ ...insert, rows: rowsFor(insert, chosen) }) as unknown as AnyRows);
@@ -243,7 +243,7 @@ export async function insertEach<Result>(
   let shape = `each;${source.name};${dialect};${returning.join(',')}`;
   for (const { table, columns, rows } of nonEmpty) shape += `;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)}`;
   for (const { table, columns, taken } of each) shape += `;${table}:${columnListId(columns)}<${Object.entries(taken).join(',')}`;
-  const text = kept(shape, () => {
+  const text = cachedText(shape, () => {
     const next = placeholders(dialect);
     const ctes = [`source as (${source.text(dialect, next)})`];
     for (const insert of nonEmpty) ctes.push(`w${ctes.length} as (${insertText(dialect, insert, next)})`);
@@ -298,7 +298,7 @@ export async function updateRows<Row>(
   const where = Object.entries(options.where ?? {});
   const [key] = columns[0]!;
   const returning = options.returning === true;
-  const text = kept(`update;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)};${dialect};${options.also ?? ''};${where.map(([column]) => column).join(',')};${returning}`, () => {
+  const text = cachedText(`update;${table}:${columnListId(columns)}${sizeKey(dialect, rows.length)};${dialect};${options.also ?? ''};${where.map(([column]) => column).join(',')};${returning}`, () => {
     const next = placeholders(dialect);
     const { select, keys } = batchSelect(dialect, columns, rows.length, next);
     const set = [...columns.slice(1).map(([name]) => `${quoted(name)} = v.${quoted(name)}`), ...(options.also ? [options.also] : [])].join(', ');

@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import { dialectOf, type DialectName } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { batchSelect, batchValues, insertRows, joinsBatch, kept, placeholders, type AnyRowsPerSourceRow, type Columns } from '../db/batch.ts';
+import { batchSelect, batchValues, cachedText, insertRows, joinsBatch, placeholders, type AnyRowsPerSourceRow, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
@@ -166,9 +166,9 @@ function attemptStatements(dialect: DialectName, size: number): string[] {
       ? [`with v as (${select}), updated as (${update} returning deliveries.id, deliveries.attempts) ${log('updated')}`]
       : [`with v as (${select}) ${update}`, `with v as (${select}) ${log('deliveries')}`];
   };
-  if (dialect === 'postgres') return [kept('attempts;postgres', () => build()[0]!)];
+  if (dialect === 'postgres') return [cachedText('attempts;postgres', () => build()[0]!)];
   const key = `attempts;sqlite;${size}`;
-  return [kept(`${key};update`, () => build()[0]!), kept(`${key};log`, () => build()[1]!)];
+  return [cachedText(`${key};update`, () => build()[0]!), cachedText(`${key};log`, () => build()[1]!)];
 }
 
 /**

@@ -52,10 +52,11 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
 type LaneMode = { mode: 'open'; failures: number } | { mode: 'probing'; failures: number; lastProbeAt: number };
 
 /**
- * What an attempt came to: sent (with the receiver's answer), or not sent,
+ * What an attempt came to: recorded as an attempt (the receiver's answer, or
+ * why it failed, even before anything was sent), or released without one,
  * because the endpoint is paused or gone, or could not be read (then again at `retryAt`).
  */
-export type DeliveryResult = { sent: true; attempt: AttemptResult } | { sent: false; retryAt?: number };
+export type DeliveryResult = { recorded: true; attempt: AttemptResult } | { recorded: false; retryAt?: number };
 
 export interface DeliveryKindDeps {
   db: Kysely<DB>;
@@ -113,7 +114,7 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
   async function failTheRestOfLane(endpointId: string, failures: number, probe: AttemptResult): Promise<void> {
     const why = `not sent: the endpoint failed its last ${failures} attempts (latest: ${probe.error ?? `status ${probe.status}`}); it is tried again once a second`;
     try {
-      const notSent: DeliveryResult = { sent: true, attempt: { ok: false, status: null, body: null, error: why, durationMs: 0 } };
+      const notSent: DeliveryResult = { recorded: true, attempt: { ok: false, status: null, body: null, error: why, durationMs: 0 } };
       const { touched } = await deps.failDueInLane(endpointId, notSent, why, options.notSentPerProbe);
       metrics.notSent(touched);
     } catch (err) {
@@ -122,7 +123,7 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
   }
 
   function recordOf({ job, result, settlement, at }: Attempt<Record<string, never>, DeliveryResult>): AttemptRecord {
-    const attempt = result.sent ? result.attempt : { ok: false, status: null, body: null, error: null, durationMs: 0 };
+    const attempt = result.recorded ? result.attempt : { ok: false, status: null, body: null, error: null, durationMs: 0 };
     const base = { id: job.id, endpointId: job.lane!, ok: attempt.ok, responseStatus: attempt.status, body: attempt.body, error: attempt.error, durationMs: attempt.durationMs, at };
     if (settlement.status === 'retry') return { ...base, status: 'pending', nextAttemptAt: settlement.at };
     return { ...base, status: settlement.status === 'done' ? 'delivered' : 'failed', nextAttemptAt: null };
@@ -177,21 +178,21 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
         target = await targetOf(endpointId);
       } catch (err) {
         logger.error({ err, endpointId }, 'could not read an endpoint; its delivery waits a second, no attempt counted');
-        return { sent: false, retryAt: clock.now() + 1000 };
+        return { recorded: false, retryAt: clock.now() + 1000 };
       }
       // Deleted (its jobs went with it) or paused (its lane is paused too): not attempted, nothing recorded.
-      if (target === null || !target.enabled) return { sent: false };
+      if (target === null || !target.enabled) return { recorded: false };
       const headers = deliveryHeaders(target.secret, delivery.payload, delivery.eventType, delivery.deliveryId, clock.now());
       const probing = lanes.get(endpointId)?.mode === 'probing';
       const attempt = await sender.send(target.url, headers, delivery.payload, signal);
       metrics.observeAttempt(attempt);
       const lane = observe(endpointId, attempt.ok);
       if (probing && lane.mode === 'probing') await failTheRestOfLane(endpointId, lane.failures, attempt);
-      return { sent: true, attempt };
+      return { recorded: true, attempt };
     },
 
     outcomeOf(result): Outcome {
-      if (!result.sent) return result.retryAt === undefined ? { status: 'release' } : { status: 'release', at: result.retryAt };
+      if (!result.recorded) return result.retryAt === undefined ? { status: 'release' } : { status: 'release', at: result.retryAt };
       return result.attempt.ok ? { status: 'done' } : { status: 'failed', error: result.attempt.error ?? 'failed' };
     },
 
@@ -199,12 +200,12 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
     lockBeforeSettling: (tx, attempts) => lockEndpoints(tx.db, [...new Set(attempts.map(({ job }) => job.lane!))]),
 
     async record(tx, attempts) {
-      const sent = attempts.filter((attempt) => attempt.result.sent);
-      const records = sent.map(recordOf);
+      const recorded = attempts.filter((attempt) => attempt.result.recorded);
+      const records = recorded.map(recordOf);
       await recordAttempts(tx.db, records);
       await trackFailing(tx, records);
       tx.afterCommit(() => {
-        for (const { settlement } of sent) {
+        for (const { settlement } of recorded) {
           if (settlement.status === 'done') metrics.finished('delivered');
           else if (settlement.status === 'gave_up') metrics.finished('failed');
         }

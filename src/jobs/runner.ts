@@ -31,7 +31,7 @@ export interface RunnerDeps {
 }
 
 /** A job held by this runner, with what its kind loaded for it or what the enqueuer handed over (undefined: not loaded yet). */
-interface Held {
+interface HeldJob {
   job: Job<unknown>;
   work: unknown;
 }
@@ -57,7 +57,7 @@ interface Lane {
   kind: Kind;
   /** Null: the kind's jobs without a lane. */
   name: string | null;
-  queue: Held[];
+  queue: HeldJob[];
   inFlight: number;
   /** The database may hold more due jobs of this lane than the last claim took. */
   backlog: boolean;
@@ -287,7 +287,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     if (gone.length > 0) await completeJobs(db, id, gone);
   }
 
-  function start(lane: Lane, held: Held): void {
+  function start(lane: Lane, held: HeldJob): void {
     const kind = lane.kind;
     lane.inFlight += 1;
     kind.inFlight += 1;
@@ -317,7 +317,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     inFlight.add(attempt);
   }
 
-  async function attemptJob(kind: Kind, held: Held): Promise<void> {
+  async function attemptJob(kind: Kind, held: HeldJob): Promise<void> {
     const { job } = held;
     const now = clock.now();
     if (job.leaseUntil - now < kind.leaseMs / 2) {
@@ -385,21 +385,22 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     while (pending.length > 0) {
       const batch = pending;
       pending = [];
-      await writeSettlementsOrEach(batch);
+      await settleAndLetGo(batch);
     }
     settling = null;
   }
 
-  /** One transaction for the batch; if it fails, each on its own, so one that cannot be written does not sink the rest. Then they are no longer held. */
-  async function writeSettlementsOrEach(batch: Pending[]): Promise<void> {
+  /** Writes the batch's settlements, then lets its jobs go from this runner's hold, written or not (a job not written is attempted again). */
+  async function settleAndLetGo(batch: Pending[]): Promise<void> {
     try {
-      await settleEach(batch);
+      await writeTogetherOrEachAlone(batch);
     } finally {
       for (const { attempt } of batch) holding.delete(attempt.job.id);
     }
   }
 
-  async function settleEach(batch: Pending[]): Promise<void> {
+  /** One transaction for the batch; if it fails, each on its own, so one that cannot be written does not sink the rest. */
+  async function writeTogetherOrEachAlone(batch: Pending[]): Promise<void> {
     try {
       return await writeSettlements(batch);
     } catch (err) {
@@ -462,7 +463,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
       if (settlement.status === 'gave_up') gaveUp += 1;
       return { kind, attempt: { job, result, settlement, at: now }, hasResult: true };
     });
-    await writeSettlementsOrEach(batch);
+    await settleAndLetGo(batch);
     return { touched: jobs.length, gaveUp };
   }
 
