@@ -90,7 +90,13 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
       const seen = await run(machine.id, 'ps -eo pid,ppid,stat,etime,args; cat /tmp/xterm.log; xdotool search --class xterm');
       throw new Error(`${error.message}; the machine showed:\n${seen.output}`);
     });
-    imageOf(await call('computer', { action: 'left_click', coordinate: [200, 150] }));
+    // The window manager gives the click's focus in its own time: typing before it has would go nowhere (a loaded
+    // machine lost the command that way). An agent looks at the screen before it types; the test asks X.
+    const focused = 'xprop -id "$(xdotool getwindowfocus)" WM_CLASS | grep -qi xterm';
+    await eventually(async () => {
+      imageOf(await call('computer', { action: 'left_click', coordinate: [200, 150] }));
+      return (await run(machine.id, focused)).status === 'succeeded' ? true : undefined;
+    }, 30_000, 'the terminal focused by a click');
     assert.deepEqual((await call('computer', { action: 'cursor_position' })).structuredContent, { x: 200, y: 150 });
     imageOf(await call('computer', { action: 'type', text: 'echo typed-by-an-agent > /tmp/typed.txt' }));
     const after = imageOf(await call('computer', { action: 'key', text: 'Return' }));
