@@ -175,7 +175,13 @@ describe('lingering close, with raw sockets against the app listening on 127.0.0
     const readPastAnswer = () => serverEnd.bytesRead - readAtAnswer;
     await Promise.race([sender.cutOff, eventually(() => (readPastAnswer() >= DISCARDED ? true : undefined), 60_000)]);
     assert.ok(readPastAnswer() >= DISCARDED, `cut off after ${(readPastAnswer() / MIB).toFixed(1)} MiB read past the answer`);
-    const growth = memoryInUse() - before;
+    // V8 frees the memory of collected buffers on a thread of its own after the collection, and a loaded machine can
+    // still count it for a moment (CI saw 30 of 32 MiB): bytes kept would never go, bytes dropped go within a second.
+    let growth = memoryInUse() - before;
+    for (let tries = 0; growth >= DISCARDED / 2 && tries < 20; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      growth = memoryInUse() - before;
+    }
     assert.ok(growth < DISCARDED / 2, `the process grew by ${(growth / MIB).toFixed(1)} MiB while ${(readPastAnswer() / MIB).toFixed(1)} MiB were discarded`);
     // It never stops sending: only the bound ends the connection.
     await sender.cutOff;
