@@ -3,7 +3,7 @@ import type { Tx } from '../db/transaction.ts';
 import type { Kysely } from 'kysely';
 import type { WebhookConfig } from '../config.ts';
 import type { DB } from '../db/database.ts';
-import { jobType, type Attempt, type JobKind, type LaneAdmission, type Outcome } from '../jobs/job-kind.ts';
+import { jobType, type Attempt, type LanedJobKind, type LaneAdmission, type Outcome } from '../jobs/job-kind.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Signal } from '../db/signals.ts';
 import { findDeliveriesToSend, recordAttempts, type AttemptRecord, type DeliveryToSend } from './deliveries.repository.ts';
@@ -71,7 +71,7 @@ export interface DeliveryKindDeps {
   failDueInLane(lane: string, result: DeliveryResult, error: string, limit: number): Promise<{ touched: number; gaveUp: number }>;
 }
 
-export interface DeliveryKind extends JobKind<Record<string, never>, DeliveryToSend, DeliveryResult> {
+export interface DeliveryKind extends LanedJobKind<Record<string, never>, DeliveryToSend, DeliveryResult> {
   /** An endpoint changed (`endpoint:<id>`, heard from any process): its copy is stale, and its lane gets a fair chance again. */
   hear(signal: Signal): void;
 }
@@ -161,6 +161,7 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
 
   return {
     type: deliveryJob,
+    laned: true,
     concurrency: Infinity,
     retryDelay: (failures) => retryDelay(failures, config),
     load: (jobs) => findDeliveriesToSend(db, jobs.map((job) => job.id)),

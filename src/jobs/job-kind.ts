@@ -66,13 +66,13 @@ export interface LaneAdmission {
 }
 
 /**
- * What a domain says about a kind of job: what one attempt does and how a
- * failure is retried. How jobs are stored, leased, claimed and woken up is
- * the jobs module's business alone.
+ * What a domain says about a kind of job: what one attempt does, how many run
+ * at once, how a failure is retried. How jobs are stored, leased, claimed and
+ * woken up is the jobs module's business alone.
  */
-export interface JobKind<Payload, Work = Job<Payload>, Result = Outcome> {
+export interface JobKind<Payload> {
   readonly type: JobType<Payload>;
-  /** Attempts of this kind in flight at once in one process, over all its lanes. */
+  /** Attempts of this kind in flight at once in one process (over all its lanes, for a laned kind). */
   readonly concurrency: number;
   /**
    * How long a process holds a job before another may take it over (its
@@ -88,17 +88,30 @@ export interface JobKind<Payload, Work = Job<Payload>, Result = Outcome> {
    * every attempt however it failed.
    */
   retryDelay(failures: number): number | null;
-  /** Turns claimed jobs into what `perform` needs, reading it in one go; null for a job whose subject is gone (it is dropped). */
-  load?(jobs: Job<Payload>[]): Promise<Array<Work | null>>;
   /**
    * One attempt. A throw is a failed attempt, with the error's message.
    * `signal` aborts when this process must let the job go (its lease could
    * not be renewed, or the process is stopping): an attempt that can stop
    * should, and answer as it then is (`release` hands the job back).
    */
+  perform(job: Job<Payload>, signal: AbortSignal): Promise<Outcome>;
+}
+
+/**
+ * A kind whose jobs have lanes (an endpoint's deliveries): what it needs
+ * besides a plain kind's. Its attempts read what they need in one go, answer
+ * a result of their own, are admitted lane by lane, and are recorded in the
+ * domain's tables in the transaction that settles them.
+ */
+export interface LanedJobKind<Payload, Work, Result> extends Omit<JobKind<Payload>, 'perform'> {
+  readonly laned: true;
+  /** Jobs in flight per lane, and not before when (a failing lane is slowed down). */
+  admit(lane: string): LaneAdmission;
+  /** Turns claimed jobs into what `perform` needs, reading it in one go; null for a job whose subject is gone (it is dropped). */
+  load(jobs: Job<Payload>[]): Promise<Array<Work | null>>;
+  /** One attempt, as a plain kind's, with what `load` read for it (or what the enqueuer handed over). */
   perform(work: Work, job: Job<Payload>, signal: AbortSignal): Promise<Result>;
-  /** The outcome of a result; by default the result is the outcome. */
-  outcomeOf?(result: Result): Outcome;
+  outcomeOf(result: Result): Outcome;
   /**
    * Runs first in the transaction that settles attempts of this kind, before
    * their jobs are touched, with every attempt of the batch (held or not): it
@@ -109,9 +122,17 @@ export interface JobKind<Payload, Work = Job<Payload>, Result = Outcome> {
   lockBeforeSettling?(tx: Tx, attempts: Array<Attempt<Payload, Result>>): Promise<void>;
   /** Records attempts in the domain's tables, in the transaction that settles their jobs; only jobs this process still held are passed. */
   record?(tx: Tx, attempts: Array<Attempt<Payload, Result>>): Promise<void>;
-  /** For kinds whose jobs have lanes: jobs in flight per lane, and not before when (a failing lane is slowed down). */
-  admit?(lane: string): LaneAdmission;
 }
 
-/** A kind, whatever its types, as the runner keeps it (methods take their parameters bivariantly, so any kind fits). */
-export type AnyJobKind = JobKind<unknown, unknown, unknown>;
+/** A kind, whatever its types, as domains hand it to the jobs module (`any`: each kind's own types are checked where it is written). */
+export type AnyJobKind = JobKind<any> | LanedJobKind<any, any, any>;
+
+/** A kind as the runner runs it: a plain kind is a laned one that loads nothing, records nothing and admits by its concurrency. */
+export type RunnableKind = Omit<LanedJobKind<unknown, unknown, unknown>, 'laned' | 'admit' | 'load' | 'outcomeOf'> &
+  Partial<Pick<LanedJobKind<unknown, unknown, unknown>, 'admit' | 'load' | 'outcomeOf'>>;
+
+export function runnable(kind: AnyJobKind): RunnableKind {
+  if ('laned' in kind) return kind as LanedJobKind<unknown, unknown, unknown>;
+  const plain = kind as JobKind<unknown>;
+  return { type: plain.type, concurrency: plain.concurrency, leaseMs: plain.leaseMs, retryDelay: (failures) => plain.retryDelay(failures), perform: (_work, job, signal) => plain.perform(job, signal) };
+}

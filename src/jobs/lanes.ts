@@ -1,10 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock, Timer } from '../shared/clock.ts';
-import type { AnyJobKind, Job, LaneAdmission } from './job-kind.ts';
+import type { Job, LaneAdmission, RunnableKind } from './job-kind.ts';
 
 /** A kind as a runner keeps it: how long its leases last, and its attempts in flight in this process. */
 export interface Kind {
-  kind: AnyJobKind;
+  kind: RunnableKind;
   name: string;
   leaseMs: number;
   inFlight: number;

@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import type { Clock } from '../shared/clock.ts';
-import { DEFAULT_LEASE_MS, type AnyJobKind, type Job, type Outcome } from './job-kind.ts';
+import { DEFAULT_LEASE_MS, runnable, type AnyJobKind, type Job, type Outcome } from './job-kind.ts';
 import { createLanes, type HeldJob, type Kind, type Lane, type Lanes } from './lanes.ts';
 import { createLeases, type Leases } from './leases.ts';
 import { createPolling, type Polling } from './polling.ts';
@@ -149,7 +149,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     id,
     register(kind) {
       if (kinds.has(kind.type.name)) throw new Error(`job kind ${kind.type.name} is registered twice`);
-      kinds.set(kind.type.name, { kind, name: kind.type.name, leaseMs: kind.leaseMs ?? DEFAULT_LEASE_MS, inFlight: 0, waiting: new Set() });
+      kinds.set(kind.type.name, { kind: runnable(kind), name: kind.type.name, leaseMs: kind.leaseMs ?? DEFAULT_LEASE_MS, inFlight: 0, waiting: new Set() });
     },
     isRegistered: (kind) => kinds.has(kind),
     leaseMs: (kind) => kindOf(kind).leaseMs,

@@ -2,21 +2,21 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { inTransaction } from '../db/transaction.ts';
-import type { AnyJobKind, Attempt, Job, Outcome, Settlement } from './job-kind.ts';
+import type { Attempt, Job, Outcome, RunnableKind, Settlement } from './job-kind.ts';
 import { completeJobs } from './sql/completeJobs.ts';
 import { rescheduleJobs } from './sql/rescheduleJobs.ts';
 import { returnJobs } from './sql/returnJobs.ts';
 
 /** An attempt waiting for its settlement to be written. */
 export interface Ended {
-  kind: AnyJobKind;
+  kind: RunnableKind;
   attempt: Attempt<unknown, unknown>;
   /** False when the attempt threw: the job is settled, but there is no result to record. */
   hasResult: boolean;
 }
 
 /** The kind's retry policy, applied: the one place a failure becomes a retry or the end. */
-export function settlementOf(kind: AnyJobKind, job: Job<unknown>, outcome: Outcome, at: number): Settlement {
+export function settlementOf(kind: RunnableKind, job: Job<unknown>, outcome: Outcome, at: number): Settlement {
   if (outcome.status !== 'failed') return outcome;
   const delay = kind.retryDelay(job.attempts + 1);
   if (delay === null) return { status: 'gave_up', error: outcome.error };
@@ -125,8 +125,8 @@ async function writeInOneTransaction(db: Kysely<DB>, runnerId: string, batch: En
   });
 }
 
-function attemptsByKind(batch: Ended[], include: (ended: Ended) => boolean): Map<AnyJobKind, Array<Attempt<unknown, unknown>>> {
-  const byKind = new Map<AnyJobKind, Array<Attempt<unknown, unknown>>>();
+function attemptsByKind(batch: Ended[], include: (ended: Ended) => boolean): Map<RunnableKind, Array<Attempt<unknown, unknown>>> {
+  const byKind = new Map<RunnableKind, Array<Attempt<unknown, unknown>>>();
   for (const ended of batch) {
     if (!include(ended)) continue;
     const attempts = byKind.get(ended.kind) ?? [];

@@ -110,7 +110,7 @@ export function machineJobKinds(deps: Deps, provider: MachineProvider) {
       type: runExecuteJob,
       concurrency: RUN_CONCURRENCY,
       retryDelay: hostRetryDelay,
-      async perform(job: Job<{ runId: string }>, _same: unknown, signal: AbortSignal): Promise<Outcome> {
+      async perform(job: Job<{ runId: string }>, signal: AbortSignal): Promise<Outcome> {
         const execution = await executeRun(deps, provider, job.payload.runId, signal, job.attempts);
         // Let go mid-run: back to the queue at once, for any process to wait for its outcome.
         return execution === 'released' ? { status: 'release' } : DONE;

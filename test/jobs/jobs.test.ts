@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { exponentialBackoff } from '../../src/jobs/backoff.ts';
-import { jobType, type Job, type JobKind, type Outcome } from '../../src/jobs/job-kind.ts';
+import { jobType, type AnyJobKind, type Job, type JobKind, type LanedJobKind, type Outcome } from '../../src/jobs/job-kind.ts';
 import { ensureRecurring, recurringKind, type Recurring } from '../../src/jobs/recurring.ts';
 import { createRunner, DEFAULT_RUNNER_OPTIONS } from '../../src/jobs/runner.ts';
 import { createTestApp, type TestContext } from '../support/app.ts';
@@ -16,24 +16,33 @@ function scriptedKind(name: string, options: { concurrency?: number; leaseMs?: n
   let hold: Promise<void> | null = null;
   let inFlight = 0;
   let maxInFlight = 0;
-  const kind: JobKind<{ n: number }> = {
+  async function perform(job: Job<{ n: number }>): Promise<Outcome> {
+    inFlight += 1;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    try {
+      attempts.push({ id: job.id, n: job.payload.n, attempts: job.attempts, at: Date.now() });
+      if (hold) await hold;
+      return script.shift() ?? { status: 'done' };
+    } finally {
+      inFlight -= 1;
+    }
+  }
+  const plain: JobKind<{ n: number }> = {
     type,
     concurrency: options.concurrency ?? 4,
     leaseMs: options.leaseMs ?? 10_000,
     retryDelay: options.retry ?? ((failures) => (failures >= 3 ? null : 1000 * failures)),
-    ...(options.lanes ? { admit: () => ({ limit: 2, hold: 0, notBefore: 0 }) } : {}),
-    async perform(job: Job<{ n: number }>) {
-      inFlight += 1;
-      maxInFlight = Math.max(maxInFlight, inFlight);
-      try {
-        attempts.push({ id: job.id, n: job.payload.n, attempts: job.attempts, at: Date.now() });
-        if (hold) await hold;
-        return script.shift() ?? { status: 'done' };
-      } finally {
-        inFlight -= 1;
-      }
-    },
+    perform,
   };
+  const laned: LanedJobKind<{ n: number }, Job<{ n: number }>, Outcome> = {
+    ...plain,
+    laned: true,
+    admit: () => ({ limit: 2, hold: 0, notBefore: 0 }),
+    load: async (jobs) => jobs,
+    perform: (job) => perform(job),
+    outcomeOf: (outcome) => outcome,
+  };
+  const kind: AnyJobKind = options.lanes ? laned : plain;
   return {
     type,
     kind,
@@ -356,7 +365,7 @@ describe('jobs: an attempt lets go of a job it may no longer hold', () => {
       concurrency: 1,
       leaseMs: 8000,
       retryDelay: () => null,
-      perform: (_job, _same, signal) =>
+      perform: (_job, signal) =>
         new Promise<Outcome>((resolve) => {
           seen.started = true;
           signal.addEventListener('abort', () => {
