@@ -6,7 +6,6 @@ import type { MachinesConfig } from '../config.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import type { Clock } from '../shared/clock.ts';
-import { createDockerProvider } from './docker/docker.provider.ts';
 import { machineCheckJob } from './job-types.ts';
 import { findMachineById } from './machines.repository.ts';
 import { deleteExpiredReceipts } from './inbound-webhooks.repository.ts';
@@ -31,12 +30,15 @@ declare module 'fastify' {
   }
 }
 
-function createProvider(config: Readonly<MachinesConfig>, clock: Clock, logger: FastifyBaseLogger): MachineProvider {
+async function createProvider(config: Readonly<MachinesConfig>, clock: Clock, logger: FastifyBaseLogger): Promise<MachineProvider> {
   switch (config.provider) {
     case 'simulated':
       return createSimulatedProvider({ bootMs: config.bootMs, clock, sizes: Object.keys(config.sizes) });
-    case 'docker':
+    case 'docker': {
+      // Loaded only where machines are Docker's: dockerode and its dependencies weigh some 30 MB of memory.
+      const { createDockerProvider } = await import('./docker/docker.provider.ts');
       return createDockerProvider(config, logger);
+    }
   }
 }
 
@@ -57,7 +59,7 @@ async function checkNow(deps: Deps, machineId: string): Promise<void> {
 export const machinesPlugin = fp(
   async (app) => {
     const { deps } = app;
-    const provider = createProvider(deps.config.machines, deps.clock, deps.logger);
+    const provider = await createProvider(deps.config.machines, deps.clock, deps.logger);
     await provider.start?.();
     app.decorate('machineProvider', provider);
     if (deps.config.role !== 'api' && provider.watch) {

@@ -1,8 +1,13 @@
-import { createMcpHandler, isLegacyRequest, McpServer, WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
+import type { McpServer } from '@modelcontextprotocol/server';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { enforceToolCallLimit } from './mcp.limits.ts';
 
 const SERVER_VERSION = '1.0.0';
+
+type Sdk = typeof import('@modelcontextprotocol/server');
+let loading: Promise<Sdk> | undefined;
+/** The SDK, loaded at the first MCP request: some 30 MB of memory a service that serves none never holds. */
+const sdk = (): Promise<Sdk> => (loading ??= import('@modelcontextprotocol/server'));
 
 /**
  * Answers one MCP request over Streamable HTTP, statelessly, with the v2 SDK:
@@ -25,6 +30,7 @@ export async function serveMcp(
   if (limited !== null) {
     return reply.code(429).header('retry-after', String(limited.retryAfterSeconds)).type('application/json').send(JSON.stringify(limited.body));
   }
+  const { createMcpHandler, isLegacyRequest, McpServer, WebStandardStreamableHTTPServerTransport } = await sdk();
   const createServer = () => {
     const server = new McpServer({ name: serverName, version: SERVER_VERSION }, { capabilities: { tools: {} } });
     registerTools(server);
@@ -33,8 +39,9 @@ export async function serveMcp(
   const url = new URL(request.url, `${request.protocol}://${request.host}`);
   const webRequest = new Request(url, { method: 'POST', headers: webHeaders(request) });
   const response = (await isLegacyRequest(webRequest, request.body))
-    ? await serveLegacy(webRequest, request.body, createServer())
-    : await serveModern(webRequest, request.body, createServer);
+    ? await serveLegacy(new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true }), webRequest, request.body, createServer())
+    : // One JSON body unless a tool emits a message before its result (ours do not).
+      await serveModern(createMcpHandler(createServer, { legacy: 'reject' }), webRequest, request.body);
   reply.code(response.status);
   response.headers.forEach((value, name) => {
     reply.header(name, value);
@@ -44,9 +51,7 @@ export async function serveMcp(
 }
 
 /** 2026-07-28: the SDK's per-request entry, modern revisions only (the legacy ones are routed to serveLegacy first). */
-async function serveModern(webRequest: Request, body: unknown, createServer: () => McpServer): Promise<Response> {
-  // 'auto': one JSON body unless a tool emits a message before its result (ours do not).
-  const handler = createMcpHandler(createServer, { legacy: 'reject' });
+async function serveModern(handler: ReturnType<Sdk['createMcpHandler']>, webRequest: Request, body: unknown): Promise<Response> {
   try {
     return await handler.fetch(webRequest, { parsedBody: body });
   } finally {
@@ -58,8 +63,7 @@ async function serveModern(webRequest: Request, body: unknown, createServer: () 
  * 2024-11-05 … 2025-11-25: a stateless Streamable HTTP transport answering
  * JSON, as before (the SDK's own stateless fallback would answer with an SSE stream).
  */
-async function serveLegacy(webRequest: Request, body: unknown, server: McpServer): Promise<Response> {
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+async function serveLegacy(transport: InstanceType<Sdk['WebStandardStreamableHTTPServerTransport']>, webRequest: Request, body: unknown, server: McpServer): Promise<Response> {
   await server.connect(transport);
   try {
     return await transport.handleRequest(webRequest, { parsedBody: body });

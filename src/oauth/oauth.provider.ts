@@ -8,6 +8,7 @@ import { generateToken } from '../shared/secrets.ts';
 import { createAdapterFactory } from './oauth.adapter.ts';
 import { sharedSecret } from './oauth.repository.ts';
 import { assertAllowedRedirectUris } from './redirect-uris.ts';
+import { ACCESS_TOKEN_TTL_S, CONSENT_PAGE, GRANT_TTL_S, MCP_SCOPE, mcpResource } from './oauth.resource.ts';
 
 /** Where the authorization server's endpoints live (the issuer is PUBLIC_URL itself, so its metadata is at the root's well-known path). */
 export const OAUTH_ROUTES = {
@@ -21,18 +22,7 @@ export const OAUTH_ROUTES = {
   introspection: '/oauth/introspect',
 } as const;
 
-/** The dashboard page that asks for consent (signing in first if needed). */
-export const CONSENT_PAGE = '/oauth/consent';
-
-/** The one scope: the platform MCP server's tools. */
-export const MCP_SCOPE = 'mcp';
-
-export const ACCESS_TOKEN_TTL_S = 3600;
 const REFRESH_TOKEN_TTL_S = 30 * 24 * 3600;
-export const GRANT_TTL_S = 365 * 24 * 3600;
-
-/** The protected resource: the platform MCP endpoint (RFC 8707 resource indicator, RFC 9728 resource). */
-export const mcpResource = (publicUrl: string) => `${publicUrl}/api/mcp`;
 
 export interface ProviderOptions {
   /** Name resolution for client metadata documents (tests stand in for DNS, as for webhook targets). */

@@ -6,7 +6,7 @@ import { accountIdOf, sessionOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, NullableTimestamp, responses, Timestamp } from '../http/schemas.ts';
 import { refuseBody } from '../http/validation.ts';
-import { MCP_SCOPE, mcpResource } from './oauth.provider.ts';
+import { MCP_SCOPE, mcpResource } from './oauth.resource.ts';
 import { allowConsent, denyConsent, describeConsent, listApplications, revokeApplication } from './oauth.service.ts';
 
 const tags = ['oauth'];
@@ -43,7 +43,7 @@ const ApplicationSchema = Type.Object({
  * `/api/mcp`; the consent API behind the dashboard's consent page; and the
  * account's connected applications.
  */
-export function oauthRoutes(provider: Provider): FastifyPluginAsyncTypebox {
+export function oauthRoutes(authorizationServer: () => Promise<Provider>): FastifyPluginAsyncTypebox {
   return async (app) => {
     const { deps } = app;
     const resource = mcpResource(deps.config.publicUrl);
@@ -52,9 +52,9 @@ export function oauthRoutes(provider: Provider): FastifyPluginAsyncTypebox {
       // oidc-provider reads its own bodies (form-encoded, and JSON for registration): leave the stream to it.
       mounted.removeAllContentTypeParsers();
       mounted.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
-      const callback = provider.callback();
       const ownOrigin = new URL(deps.config.publicUrl);
-      const handOver = (request: FastifyRequest, reply: FastifyReply, url?: string) => {
+      const handOver = async (request: FastifyRequest, reply: FastifyReply, url?: string) => {
+        const callback = (await authorizationServer()).callback();
         reply.hijack();
         if (url !== undefined) request.raw.url = url;
         // The URLs it writes (metadata, redirects, the issuer it checks) are PUBLIC_URL's, whatever Host the request came with.
@@ -102,14 +102,14 @@ export function oauthRoutes(provider: Provider): FastifyPluginAsyncTypebox {
       schema: { tags, summary: 'The authorization request a consent page asks about', params: UidParams, response: responses({ 200: ConsentSchema }) },
     }, async (request) => {
       sessionOf(request);
-      return describeConsent(provider, request.params.uid);
+      return describeConsent(await authorizationServer(), request.params.uid);
     });
 
     app.post('/api/oauth/consent/:uid/allow', {
       config: { auth: 'session' },
       preValidation: refuseBody,
       schema: { tags, summary: 'Allow the client: the account grants it MCP access', params: UidParams, response: responses({ 200: RedirectSchema }) },
-    }, async (request) => allowConsent(deps, provider, request.params.uid, sessionOf(request).accountId));
+    }, async (request) => allowConsent(deps, await authorizationServer(), request.params.uid, sessionOf(request).accountId));
 
     app.post('/api/oauth/consent/:uid/deny', {
       config: { auth: 'session' },
@@ -117,7 +117,7 @@ export function oauthRoutes(provider: Provider): FastifyPluginAsyncTypebox {
       schema: { tags, summary: 'Deny the client (it gets access_denied)', params: UidParams, response: responses({ 200: RedirectSchema }) },
     }, async (request) => {
       sessionOf(request);
-      return denyConsent(provider, request.params.uid);
+      return denyConsent(await authorizationServer(), request.params.uid);
     });
 
     app.get('/api/me/applications', {

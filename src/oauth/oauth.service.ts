@@ -7,7 +7,7 @@ import { MINUTE, toIso, toIsoOrNull } from '../shared/clock.ts';
 import { hashToken, isWellFormedToken } from '../shared/secrets.ts';
 import { applicationConnectedMailJob } from './oauth.jobs.ts';
 import { displayText } from './oauth.mail.ts';
-import { GRANT_TTL_S, MCP_SCOPE, mcpResource } from './oauth.provider.ts';
+import { GRANT_TTL_S, MCP_SCOPE, mcpResource } from './oauth.resource.ts';
 import { deleteGrantEverywhere, findGrant, findRecord, insertGrant, listGrantRows, recordGrantUse } from './oauth.repository.ts';
 
 /** Like API keys' lastUsedAt: written at most once a minute per grant. */
