@@ -6,6 +6,7 @@ import { openDialog } from '../dialog.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { formatDate, formatPrecise, plural, timeElement } from '../format.js';
 import { card } from '../layout.js';
+import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { loadEventTypes } from './webhook-form.js';
 
@@ -59,16 +60,10 @@ export function deliveriesSection(endpointId, onCleanup) {
     if (cursor) query.set('cursor', cursor);
     return api('GET', `/api/event-webhooks/deliveries?${query}`);
   });
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
-  let left = false;
-  onCleanup(() => {
-    left = true;
-    clearTimeout(timer);
-  });
+  const { refresh } = poll(onCleanup, readDeliveries, POLL_MS);
 
-  async function refresh() {
-    clearTimeout(timer);
+  /** @returns {Promise<boolean>} whether a delivery shown is still on its way */
+  async function readDeliveries() {
     refreshButton.setAttribute('aria-busy', 'true');
     try {
       await deliveries.first();
@@ -79,7 +74,7 @@ export function deliveriesSection(endpointId, onCleanup) {
       refreshButton.removeAttribute('aria-busy');
     }
     // While something is still on its way, keep the list current.
-    if (!left && deliveries.shown.some((delivery) => delivery.status === 'pending')) timer = setTimeout(refresh, POLL_MS);
+    return deliveries.shown.some((delivery) => delivery.status === 'pending');
   }
 
   async function loadMore() {

@@ -8,6 +8,7 @@ import { alertBox, badge, cell, h, loading, replace, table, uid } from '../dom.j
 import { formatDate, timeElement } from '../format.js';
 import { field, handleSubmit, simpleForm } from '../forms.js';
 import { card } from '../layout.js';
+import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { growingOutput, unavailableState } from './machine-access.js';
 
@@ -54,13 +55,8 @@ export function processesSection(machineId, onCleanup) {
   let status = '';
   /** @type {MachineProcess[]} */
   let processes = [];
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
-  let left = false;
-  onCleanup(() => {
-    left = true;
-    clearTimeout(timer);
-  });
+  const list = poll(onCleanup, readProcesses, POLL_MS);
+  const refresh = list.refresh;
 
   const body = h('div', null, loading('Loading processes…'));
   const command = field({ label: 'Command', name: 'command', required: true, mono: true, maxlength: 10000, placeholder: 'e.g. python3 -m http.server 8000', hint: 'Runs in the background with /bin/sh -c until it ends or the machine stops.' });
@@ -85,8 +81,8 @@ export function processesSection(machineId, onCleanup) {
     description: 'Long-running commands in the background: follow their output, send them input, signal them.',
   }, toolbar, body);
 
-  async function refresh() {
-    clearTimeout(timer);
+  /** @returns {Promise<boolean>} whether one is still running */
+  async function readProcesses() {
     try {
       /** @type {{ data: MachineProcess[] }} */
       const page = await api('GET', base);
@@ -96,9 +92,9 @@ export function processesSection(machineId, onCleanup) {
     } catch (error) {
       toolbar.hidden = error instanceof ApiError && (error.code === 'not_supported' || error.code === 'invalid_state');
       replace(body, unavailableState(error, 'processes', status));
-      return;
+      return false;
     }
-    if (!left && processes.some((process) => process.status === 'running')) timer = setTimeout(refresh, POLL_MS);
+    return processes.some((process) => process.status === 'running');
   }
 
   function draw() {
@@ -126,7 +122,7 @@ export function processesSection(machineId, onCleanup) {
   /** @param {MachineProcess} process */
   function openProcess(process) {
     openProcessView(base, process, () => {
-      if (!left) refresh();
+      if (list.stillShown()) refresh();
     });
   }
 

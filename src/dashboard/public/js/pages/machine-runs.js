@@ -8,6 +8,7 @@ import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { formatDate, timeElement } from '../format.js';
 import { field, simpleForm } from '../forms.js';
 import { card } from '../layout.js';
+import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { outputBlock } from './machine-access.js';
 import { runScreenshot } from './machine-screen.js';
@@ -95,24 +96,18 @@ export function runsSection(machineId, onCleanup) {
 
   /** @type {ReturnType<typeof pagedList<Run>>} */
   const runs = pagedList((cursor) => api('GET', `${base}?${new URLSearchParams({ limit: String(RUNS_PAGE), ...(cursor ? { cursor } : {}) })}`));
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
-  let left = false;
-  onCleanup(() => {
-    left = true;
-    clearTimeout(timer);
-  });
+  const { refresh } = poll(onCleanup, readRuns, POLL_MS);
 
-  async function refresh() {
-    clearTimeout(timer);
+  /** @returns {Promise<boolean>} whether a run shown has not ended */
+  async function readRuns() {
     try {
       await runs.first();
       draw();
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
-      return;
+      return false;
     }
-    if (!left && runs.shown.some((run) => UNFINISHED.has(run.status))) timer = setTimeout(refresh, POLL_MS);
+    return runs.shown.some((run) => UNFINISHED.has(run.status));
   }
 
   async function loadMore() {
@@ -160,19 +155,18 @@ function row(run) {
  * @param {Run} first
  */
 export function showRun(first) {
-  let open = true;
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
   const content = h('div', { class: 'stack stack--tight' });
   /** @type {HTMLElement | null} Asked for once the run has ended. */
   let screen = null;
+  /** What closing the dialog ends: the reads of a run that has not ended. @type {Array<() => void>} */
+  const closing = [];
+  const following = poll((cleanup) => closing.push(cleanup), readRun, POLL_MS);
   const dialog = openDialog({
     title: 'Run output',
     size: 'widest',
     initialFocus: 'close',
     onClose: () => {
-      open = false;
-      clearTimeout(timer);
+      for (const cleanup of closing) cleanup();
     },
     content: [content, h('div', { class: 'dialog__footer' }, h('button', { type: 'button', class: 'btn btn--primary', onclick: () => dialog.close() }, 'Close'))],
   });
@@ -194,7 +188,7 @@ export function showRun(first) {
     const streams = run.stdout === null && run.stderr === null
       ? (finished ? [outputBlock('note', run.output, { label: 'Why it did not run', empty: 'No reason was recorded.' })] : [h('p', { class: 'muted' }, 'The output appears when the run ends.')])
       : [outputBlock('stdout', run.stdout), outputBlock('stderr', run.stderr)];
-    if (finished && screen === null) screen = runScreenshot(run, () => open);
+    if (finished && screen === null) screen = runScreenshot(run, following.stillShown);
     replace(content,
       h('dl', { class: 'kv' }, rows.map(([term, value]) => [h('dt', null, term), h('dd', null, value)])),
       run.truncated ? alertBox('warning', 'Output past 1 MiB per stream was not kept: what follows is its beginning.', { 'data-truncated': '' }) : null,
@@ -202,20 +196,21 @@ export function showRun(first) {
       screen);
   }
 
-  /** @param {Run} run */
-  async function follow(run) {
+  /** @returns {Promise<boolean>} whether the run has still not ended */
+  async function readRun() {
+    /** @type {Run} */
+    let run;
+    try {
+      run = await api('GET', `/api/runs/${encodeURIComponent(first.id)}`);
+    } catch (error) {
+      if (following.stillShown()) replace(content, alertBox('error', messageOf(error)));
+      return false;
+    }
     draw(run);
-    if (!UNFINISHED.has(run.status)) return;
-    timer = setTimeout(async () => {
-      if (!open) return;
-      try {
-        follow(await api('GET', `/api/runs/${encodeURIComponent(run.id)}`));
-      } catch (error) {
-        if (open) replace(content, alertBox('error', messageOf(error)));
-      }
-    }, POLL_MS);
+    return UNFINISHED.has(run.status);
   }
 
-  follow(first);
+  draw(first);
+  if (UNFINISHED.has(first.status)) following.later();
   return dialog;
 }

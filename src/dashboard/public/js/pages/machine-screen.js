@@ -8,6 +8,7 @@
 import { ApiError, api, apiRaw, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { card } from '../layout.js';
+import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { openLiveView } from './machine-dialogs.js';
 
@@ -42,6 +43,15 @@ async function loadPicture(src, alt) {
 const sizeOf = (picture) => `${picture.naturalWidth} × ${picture.naturalHeight} pixels`;
 
 /**
+ * @typedef {object} ScreenCard  the section's parts, and what its body shows
+ * @property {HTMLElement} element
+ * @property {HTMLElement} body
+ * @property {HTMLButtonElement} refreshButton
+ * @property {HTMLButtonElement} liveButton
+ * @property {boolean} showing  whether the last read showed a picture: problems are not read again on their own
+ */
+
+/**
  * The Screen section of a machine's page. It reads pictures only while the
  * machine runs, the section is on screen and the tab is shown; leaving the
  * page stops it.
@@ -50,20 +60,83 @@ const sizeOf = (picture) => `${picture.naturalWidth} × ${picture.naturalHeight}
  */
 export function screenSection(machine, onCleanup) {
   const path = `/api/machines/${encodeURIComponent(machine.id)}/screenshot`;
+  const screen = screenCard(machine);
   let status = '';
   let inView = false;
-  let left = false;
   /** Counts reads: only the newest one draws. */
   let reads = 0;
-  /** Whether the last read showed a picture: problems are not read again on their own. */
-  let showing = false;
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
+  const pictures = poll(onCleanup, readPicture, REFRESH_MS);
+  screen.refreshButton.addEventListener('click', () => pictures.refresh());
 
+  const observer = new IntersectionObserver((entries) => {
+    const was = inView;
+    inView = entries.some((entry) => entry.isIntersecting);
+    if (inView && !was && screen.showing) pictures.refresh();
+    if (!inView) pictures.pause();
+  });
+  observer.observe(screen.element);
+  const onVisibility = () => {
+    if (document.hidden) pictures.pause();
+    else if (screen.showing) pictures.refresh();
+  };
+  document.addEventListener('visibilitychange', onVisibility);
+  onCleanup(() => {
+    observer.disconnect();
+    document.removeEventListener('visibilitychange', onVisibility);
+  });
+
+  /** @returns {Promise<boolean>} whether to read it again: a picture is shown and looked at */
+  async function readPicture() {
+    if (status !== 'running') return false;
+    const read = ++reads;
+    try {
+      // A new address each time: the picture is never one the browser kept.
+      const picture = await loadPicture(`${path}?${new URLSearchParams({ at: String(Date.now()) })}`, `The screen of ${machine.name}`);
+      if (!pictures.stillShown() || read !== reads) return false;
+      showPicture(screen, picture);
+    } catch {
+      const problem = await whyNoPicture(path);
+      if (!pictures.stillShown() || read !== reads) return false;
+      if (problem === null) {
+        // It loads now (a moment's failure): try again at the next turn, keeping what is shown.
+        if (!screen.showing) replace(screen.body, alertBox('error', 'The screen could not be shown. It is tried again in a moment.'));
+        screen.showing = true;
+      } else {
+        showProblem(screen, problem);
+      }
+    }
+    return screen.showing && status === 'running' && inView && !document.hidden;
+  }
+
+  /** The machine's status changed (or is first known): show its screen, or why there is none. @param {string} next */
+  function setStatus(next) {
+    if (next === status) return;
+    status = next;
+    if (status === 'running') {
+      screen.refreshButton.hidden = false;
+      screen.showing = false;
+      replace(screen.body, loading('Loading the screen…'));
+      pictures.refresh();
+      return;
+    }
+    pictures.pause();
+    reads += 1;
+    screen.showing = false;
+    drawNotRunning(screen, STATES[status] ?? 'not running');
+  }
+
+  return { element: screen.element, setStatus };
+}
+
+/**
+ * The card with its Refresh and "Open live view" buttons; the body shows a loading line.
+ * @param {Machine} machine
+ * @returns {ScreenCard}
+ */
+function screenCard(machine) {
   const refreshButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Refresh'));
-  refreshButton.addEventListener('click', () => refresh());
   const liveButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Open live view'));
-  liveButton.addEventListener('click', openLive);
+  liveButton.addEventListener('click', () => openLive(machine, liveButton));
   const body = h('div', { class: 'card__body' }, loading('Loading the screen…'));
   const element = card({
     title: 'Screen',
@@ -72,137 +145,73 @@ export function screenSection(machine, onCleanup) {
     description: 'What the machine’s display shows, read again every few seconds while you look at it.',
     actions: [refreshButton, liveButton],
   }, body);
+  return { element, body, refreshButton, liveButton, showing: false };
+}
 
-  const observer = new IntersectionObserver((entries) => {
-    const was = inView;
-    inView = entries.some((entry) => entry.isIntersecting);
-    if (inView && !was && showing) refresh();
-    if (!inView) clearTimeout(timer);
-  });
-  observer.observe(element);
-  const onVisibility = () => {
-    if (document.hidden) clearTimeout(timer);
-    else if (showing) refresh();
-  };
-  document.addEventListener('visibilitychange', onVisibility);
-  onCleanup(() => {
-    left = true;
-    clearTimeout(timer);
-    observer.disconnect();
-    document.removeEventListener('visibilitychange', onVisibility);
-  });
-
-  function scheduleNext() {
-    clearTimeout(timer);
-    if (!left && showing && status === 'running' && inView && !document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+/** The API's reason for refusing the picture; null when it answers one now. @param {string} path */
+async function whyNoPicture(path) {
+  try {
+    const response = await apiRaw('GET', path);
+    await response.body?.cancel();
+    return null;
+  } catch (error) {
+    return error;
   }
+}
 
-  async function refresh() {
-    clearTimeout(timer);
-    if (status !== 'running') return;
-    const read = ++reads;
-    try {
-      // A new address each time: the picture is never one the browser kept.
-      const picture = await loadPicture(`${path}?${new URLSearchParams({ at: String(Date.now()) })}`, `The screen of ${machine.name}`);
-      if (left || read !== reads) return;
-      showPicture(picture);
-    } catch {
-      const problem = await whyNoPicture();
-      if (left || read !== reads) return;
-      if (problem === null) {
-        // It loads now (a moment's failure): try again at the next turn, keeping what is shown.
-        if (!showing) replace(body, alertBox('error', 'The screen could not be shown. It is tried again in a moment.'));
-        showing = true;
-      } else {
-        showProblem(problem);
-      }
-    }
-    scheduleNext();
+/** @param {ScreenCard} screen @param {HTMLImageElement} picture */
+function showPicture(screen, picture) {
+  screen.showing = true;
+  screen.liveButton.hidden = false;
+  replace(screen.body, h('figure', { class: 'screen', dataset: { screen: 'shown' } },
+    picture,
+    h('figcaption', { class: 'screen__caption' }, h('span', { dataset: { screenSize: '' } }, sizeOf(picture)), ` · read at ${clock.format(new Date())}`)));
+}
+
+/** @param {ScreenCard} screen @param {unknown} error */
+function showProblem(screen, error) {
+  screen.showing = false;
+  if (error instanceof ApiError && error.code === 'no_display') {
+    screen.liveButton.hidden = true;
+    replace(screen.body, h('div', { class: 'empty', dataset: { unavailable: 'no_display' } },
+      h('h3', null, 'No display'),
+      h('p', null, 'This machine has no display, so there is no screen to show: its image has none, or its display was stopped.')));
+    return;
   }
-
-  /** The API's reason for refusing the picture; null when it answers one now. */
-  async function whyNoPicture() {
-    try {
-      const response = await apiRaw('GET', path);
-      await response.body?.cancel();
-      return null;
-    } catch (error) {
-      return error;
-    }
+  if (error instanceof ApiError && error.code === 'invalid_state') {
+    // The machine stopped without this page noticing: say so as for any status but running.
+    drawNotRunning(screen, 'not running now');
+    return;
   }
+  replace(screen.body, alertBox('error', messageOf(error)));
+}
 
-  /** @param {HTMLImageElement} picture */
-  function showPicture(picture) {
-    showing = true;
-    liveButton.hidden = false;
-    replace(body, h('figure', { class: 'screen', dataset: { screen: 'shown' } },
-      picture,
-      h('figcaption', { class: 'screen__caption' }, h('span', { dataset: { screenSize: '' } }, sizeOf(picture)), ` · read at ${clock.format(new Date())}`)));
+/** @param {ScreenCard} screen @param {string} what  the machine's state, in words ("stopped") */
+function drawNotRunning(screen, what) {
+  screen.refreshButton.hidden = what !== 'not running now';
+  screen.liveButton.hidden = true;
+  replace(screen.body, h('div', { class: 'empty', dataset: { unavailable: 'invalid_state' } },
+    h('h3', null, `The machine is ${what}.`),
+    h('p', null, what === 'destroyed' ? 'Its screen went with it.' : 'Its screen shows here while it runs.')));
+}
+
+/** Opens the live view in a new tab; a browser that blocks the tab gets the link to click. @param {Machine} machine @param {HTMLButtonElement} button */
+async function openLive(machine, button) {
+  button.disabled = true;
+  try {
+    /** @type {{ url: string, expiresAt: string }} */
+    const link = await api('POST', `/api/machines/${encodeURIComponent(machine.id)}/live-view`);
+    const url = new URL(link.url, location.origin);
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('The live-view link is not a web address.');
+    // The dashboard's Cross-Origin-Opener-Policy keeps the new tab from reaching back to this page.
+    const tab = window.open(url.toString(), '_blank');
+    // A browser that blocked the tab: the same link, to open with a click.
+    if (tab === null) openLiveView(machine, link);
+  } catch (error) {
+    toast(error instanceof ApiError ? messageOf(error) : 'The live-view link could not be opened.', 'error');
+  } finally {
+    button.disabled = false;
   }
-
-  /** @param {unknown} error */
-  function showProblem(error) {
-    showing = false;
-    if (error instanceof ApiError && error.code === 'no_display') {
-      liveButton.hidden = true;
-      replace(body, h('div', { class: 'empty', dataset: { unavailable: 'no_display' } },
-        h('h3', null, 'No display'),
-        h('p', null, 'This machine has no display, so there is no screen to show: its image has none, or its display was stopped.')));
-      return;
-    }
-    if (error instanceof ApiError && error.code === 'invalid_state') {
-      // The machine stopped without this page noticing: say so as for any status but running.
-      drawNotRunning('not running now');
-      return;
-    }
-    replace(body, alertBox('error', messageOf(error)));
-  }
-
-  /** @param {string} what  the machine's state, in words ("stopped") */
-  function drawNotRunning(what) {
-    refreshButton.hidden = what !== 'not running now';
-    liveButton.hidden = true;
-    replace(body, h('div', { class: 'empty', dataset: { unavailable: 'invalid_state' } },
-      h('h3', null, `The machine is ${what}.`),
-      h('p', null, what === 'destroyed' ? 'Its screen went with it.' : 'Its screen shows here while it runs.')));
-  }
-
-  async function openLive() {
-    liveButton.disabled = true;
-    try {
-      /** @type {{ url: string, expiresAt: string }} */
-      const link = await api('POST', `/api/machines/${encodeURIComponent(machine.id)}/live-view`);
-      const url = new URL(link.url, location.origin);
-      if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('The live-view link is not a web address.');
-      // The dashboard's Cross-Origin-Opener-Policy keeps the new tab from reaching back to this page.
-      const tab = window.open(url.toString(), '_blank');
-      // A browser that blocked the tab: the same link, to open with a click.
-      if (tab === null) openLiveView(machine, link);
-    } catch (error) {
-      toast(error instanceof ApiError ? messageOf(error) : 'The live-view link could not be opened.', 'error');
-    } finally {
-      liveButton.disabled = false;
-    }
-  }
-
-  /** The machine's status changed (or is first known): show its screen, or why there is none. @param {string} next */
-  function setStatus(next) {
-    if (next === status) return;
-    status = next;
-    if (status === 'running') {
-      refreshButton.hidden = false;
-      showing = false;
-      replace(body, loading('Loading the screen…'));
-      refresh();
-      return;
-    }
-    clearTimeout(timer);
-    reads += 1;
-    showing = false;
-    drawNotRunning(STATES[status] ?? 'not running');
-  }
-
-  return { element, setStatus };
 }
 
 /**

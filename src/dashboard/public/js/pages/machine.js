@@ -4,6 +4,7 @@ import { api, ApiError, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';
 import { pageHeader } from '../layout.js';
+import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { filesSection } from './machine-files.js';
 import { processesSection } from './machine-processes.js';
@@ -24,38 +25,29 @@ export function machinePage({ params, onCleanup }) {
   const path = `/api/machines/${encodeURIComponent(id)}`;
   const header = h('div', null, loading('Loading machine…'));
   const sections = h('div', { class: 'stack' });
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
-  let left = false;
-  onCleanup(() => {
-    left = true;
-    clearTimeout(timer);
-  });
-
   /** @type {{ setStatus: (status: string) => void }[]} */
   let watchers = [];
   let started = false;
+  const watching = poll(onCleanup, readMachine, POLL_MS);
+  const load = watching.refresh;
 
-  async function load() {
-    clearTimeout(timer);
+  /** @returns {Promise<boolean>} whether to read it again: its status is on its way, or a read failed once it was shown */
+  async function readMachine() {
     /** @type {Machine} */
     let machine;
     try {
       machine = await api('GET', path);
     } catch (error) {
-      if (left) return;
+      if (!watching.stillShown()) return false;
       const missing = error instanceof ApiError && error.status === 404;
-      if (started && !missing) {
-        timer = setTimeout(load, POLL_MS);
-        return;
-      }
+      if (started && !missing) return true;
       replace(header,
         pageHeader({ title: missing ? 'Machine not found' : 'Machine', breadcrumb: { href: '/machines', label: 'Machines' } }),
         alertBox('error', missing ? 'There is no machine with this ID in your account.' : messageOf(error)));
       replace(sections);
-      return;
+      return false;
     }
-    if (left) return;
+    if (!watching.stillShown()) return false;
     drawHeader(machine);
     if (!started) {
       const runs = runsSection(machine.id, onCleanup);
@@ -68,7 +60,7 @@ export function machinePage({ params, onCleanup }) {
       started = true;
     }
     for (const watcher of watchers) watcher.setStatus(machine.status);
-    if (!SETTLED.has(machine.status)) timer = setTimeout(load, POLL_MS);
+    return !SETTLED.has(machine.status);
   }
 
   /** @param {Machine} machine */

@@ -6,6 +6,7 @@ import { api, listAll, messageOf } from '../api.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { timeElement } from '../format.js';
 import { card, pageHeader } from '../layout.js';
+import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { gettingStarted } from './getting-started.js';
 import { confirmDestroy, issueNewToken, openCreateDialog, openLiveView } from './machine-dialogs.js';
@@ -68,26 +69,21 @@ export function machinesPage({ onCleanup, account, refreshChrome }) {
 
   /** @type {Machine[]} */
   let machines = [];
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
-  let left = false;
-  onCleanup(() => {
-    left = true;
-    clearTimeout(timer);
-  });
+  const list = poll(onCleanup, readMachines, POLL_MS);
+  const refresh = list.refresh;
 
-  async function refresh() {
-    clearTimeout(timer);
+  /** @returns {Promise<boolean>} whether a machine is still on its way */
+  async function readMachines() {
     try {
       machines = await listAll('/api/machines');
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
-      return;
+      return false;
     }
-    if (left) return;
+    if (!list.stillShown()) return false;
     draw();
     guide.setMachineCount(machines.length);
-    if (machines.some((machine) => !SETTLED.has(machine.status))) timer = setTimeout(refresh, POLL_MS);
+    return machines.some((machine) => !SETTLED.has(machine.status));
   }
 
   function draw() {
