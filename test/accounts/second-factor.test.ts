@@ -154,6 +154,19 @@ describe('second factor', () => {
     assertProblem(await secondStep(again, { code: totpCode(secret, ctx.clock.now()) }, ip), 401, 'sign_in_expired'); // 5 minutes have long passed
   });
 
+  test('one code sent twice at once signs in once: the step is taken in one statement', async () => {
+    const user = await registerUser(ctx);
+    const ip = newIp();
+    const { secret, recoveryCodes } = await enrolTotp(user);
+    const [first, second] = [await startSignIn(user, ip), await startSignIn(user, ip)];
+    const code = totpCode(secret, ctx.clock.now());
+    const answers = await Promise.all([secondStep(first, { code }, ip), secondStep(second, { code }, ip)]);
+    assert.deepEqual(answers.map((answer) => answer.statusCode).sort(), [200, 401]);
+    const [third, fourth] = [await startSignIn(user, ip), await startSignIn(user, ip)];
+    const recovered = await Promise.all([secondStep(third, { code: recoveryCodes[0]! }, ip), secondStep(fourth, { code: recoveryCodes[0]! }, ip)]);
+    assert.deepEqual(recovered.map((answer) => answer.statusCode).sort(), [200, 401]);
+  });
+
   test('a recovery code works once; new codes make the old ones stop working and need a recent authentication', async () => {
     const user = await registerUser(ctx);
     const ip = newIp();
