@@ -117,6 +117,20 @@ describe('the real server, as a child process', () => {
       ['/api/keys', 'post'],
       ['/api/keys', 'get'],
       ['/api/keys/{id}', 'delete'],
+      // CONTRACT 17
+      ['/api/auth/login/second-factor', 'post'],
+      ['/api/auth/passkey/options', 'post'],
+      ['/api/auth/passkey', 'post'],
+      ['/api/me/totp', 'post'],
+      ['/api/me/totp/confirm', 'post'],
+      ['/api/me/totp', 'delete'],
+      ['/api/me/recovery-codes', 'post'],
+      ['/api/me/reauthenticate', 'post'],
+      ['/api/me/passkeys/options', 'post'],
+      ['/api/me/passkeys', 'post'],
+      ['/api/me/passkeys', 'get'],
+      ['/api/me/passkeys/{id}', 'delete'],
+      ['/api/me/security-log', 'get'],
     ];
     for (const [path, method] of expected) assert.ok(document.paths[path]?.[method], `${method.toUpperCase()} ${path} is documented`);
   });
