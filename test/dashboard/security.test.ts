@@ -1,0 +1,307 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, BrowserContext, CDPSession, Page } from 'playwright-core';
+import { Secret, TOTP } from 'otpauth';
+import { createTestApp, registerUser, type TestUser } from '../support/app.ts';
+import { freePort, launchBrowser, newContext, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import { contrastProblems, LAYOUT_WIDTHS, layoutProblems, settled, unnamedControls, walkTabStops } from './page-audits.ts';
+
+const TEN_MINUTES_MS = 10 * 60_000;
+
+/**
+ * The app on http://localhost:<port>, with PUBLIC_URL the same origin: a
+ * passkey's RP ID is PUBLIC_URL's host, and WebAuthn takes no IP address as
+ * an RP ID (startLiveApp's 127.0.0.1 would not do).
+ */
+async function startOnLocalhost(): Promise<LiveApp> {
+  const port = await freePort();
+  const baseUrl = `http://localhost:${port}`;
+  const ctx = await createTestApp({ env: { PUBLIC_URL: baseUrl } });
+  await ctx.app.listen({ port, host: '127.0.0.1' });
+  return Object.assign(ctx, { baseUrl });
+}
+
+describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, recent authentication and the security log', () => {
+  let live: LiveApp;
+  let browser: Browser;
+  let user: TestUser;
+  let context: BrowserContext;
+  let page: Page;
+  let cdp: CDPSession;
+  let authenticatorId: string;
+  const problems: string[] = [];
+  let secret = '';
+  let recoveryCodes: string[] = [];
+
+  before(async () => {
+    live = await startOnLocalhost();
+    browser = await launchBrowser();
+    user = await registerUser(live, { name: 'Katherine Johnson' });
+    context = await newContext(browser);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: live.baseUrl });
+    await useSession(context, live, user.session);
+    page = await context.newPage();
+    problems.push(...watchConsole(page));
+    // Chromium's virtual authenticator: a platform authenticator that holds discoverable credentials and verifies the user.
+    cdp = await context.newCDPSession(page);
+    await cdp.send('WebAuthn.enable', { enableUI: false });
+    ({ authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
+    }));
+  });
+  after(async () => {
+    await browser?.close();
+    await live?.close();
+  });
+
+  /** The code the authenticator app shows at the app's (manual) clock's time. */
+  const totpCode = (at = live.clock.now()) =>
+    new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
+  /** A new 30-second step: a code is accepted once, so each sign-in needs the next one. */
+  const nextStep = () => live.clock.advance(30_000);
+  const openSecurity = async () => {
+    await page.goto(`${live.baseUrl}/account/security`);
+    await settled(page);
+  };
+  const signOut = async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL(`${live.baseUrl}/sign-in`);
+  };
+  const enterPassword = async () => {
+    await page.getByLabel('Email address').fill(user.email);
+    await page.getByLabel('Password', { exact: true }).fill(user.password);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  };
+  const secondStep = async () => {
+    await page.getByRole('heading', { name: 'Two-step verification' }).waitFor();
+    return page.getByRole('form', { name: 'Two-step verification' });
+  };
+  const landed = async () => {
+    await page.waitForURL(`${live.baseUrl}/machines`);
+    await page.locator('.usermenu__email', { hasText: user.email }).waitFor();
+  };
+
+  test('enrol the authenticator app: QR code and setup key, confirmed by a first code, then 10 recovery codes shown once', async () => {
+    await page.goto(`${live.baseUrl}/account`);
+    await page.getByRole('navigation', { name: 'Account' }).getByRole('link', { name: 'Security' }).click();
+    await page.waitForURL(`${live.baseUrl}/account/security`);
+    const totpCard = page.locator('#totp');
+    await totpCard.getByText('Off', { exact: true }).waitFor();
+
+    await totpCard.getByRole('button', { name: 'Set up authenticator app' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Set up authenticator app' });
+    const key = dialog.getByRole('textbox', { name: 'Setup key' });
+    await key.waitFor();
+    secret = await key.inputValue();
+    assert.match(secret, /^[A-Z2-7]{16,}=*$/, 'a base32 secret');
+    const qr = dialog.getByRole('img', { name: /QR code/ });
+    assert.match(String(await qr.getAttribute('src')), /^data:image\/svg\+xml/);
+    assert.ok(await qr.evaluate((image: HTMLImageElement) => image.complete && image.naturalWidth > 0), 'the QR code is drawn');
+
+    const code = dialog.getByLabel('Code from the app');
+    await code.fill(totpCode(live.clock.now() - 5 * 30_000));
+    await dialog.getByRole('button', { name: 'Turn on' }).click();
+    await dialog.getByRole('alert').waitFor();
+    await code.fill(totpCode());
+    await dialog.getByRole('button', { name: 'Turn on' }).click();
+    const codes = dialog.getByRole('list', { name: 'Recovery codes' }).locator('li');
+    await dialog.getByText('they will not be shown again').waitFor();
+    recoveryCodes = (await codes.allTextContents()).map((text) => text.trim());
+    assert.equal(recoveryCodes.length, 10);
+    assert.equal(new Set(recoveryCodes).size, 10);
+
+    await dialog.getByRole('button', { name: 'Copy recovery codes' }).click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), recoveryCodes.join('\n'));
+    const [download] = await Promise.all([page.waitForEvent('download'), dialog.getByRole('link', { name: 'Download' }).click()]);
+    assert.equal(download.suggestedFilename(), 'machine-platform-recovery-codes.txt');
+    const saved = await new Response(await download.createReadStream() as unknown as ReadableStream).text();
+    for (const recoveryCode of recoveryCodes) assert.ok(saved.includes(recoveryCode));
+
+    await dialog.getByRole('button', { name: 'I have saved them' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await totpCard.getByText('On', { exact: true }).waitFor();
+    await page.locator('#recovery-codes').getByText('10 of 10 left').waitFor();
+    const html = await page.content();
+    assert.ok(!html.includes(secret) && !recoveryCodes.some((recoveryCode) => html.includes(recoveryCode)), 'neither the secret nor the codes stay in the page');
+  });
+
+  test('sign out; signing in asks for the code: a stale one is refused, the current one signs in', async () => {
+    await signOut();
+    await enterPassword();
+    const form = await secondStep();
+    assert.equal(await page.getByLabel('Password', { exact: true }).count(), 0, 'the password step is gone');
+    nextStep();
+    await form.getByLabel('Authentication code').fill(totpCode(live.clock.now() - 4 * 30_000));
+    await form.getByRole('button', { name: 'Verify' }).click();
+    await form.getByRole('alert').waitFor();
+    await form.getByLabel('Authentication code').fill(totpCode());
+    await form.getByRole('button', { name: 'Verify' }).click();
+    await landed();
+  });
+
+  test('a recovery code signs in once; the same code again is refused', async () => {
+    const useRecoveryCode = async (recoveryCode: string) => {
+      const form = page.getByRole('form', { name: 'Two-step verification' });
+      await form.getByLabel('Recovery code').fill(recoveryCode);
+      await form.getByRole('button', { name: 'Verify' }).click();
+      return form;
+    };
+    await signOut();
+    await enterPassword();
+    await secondStep();
+    await page.getByRole('button', { name: 'Use a recovery code instead' }).click();
+    await useRecoveryCode(recoveryCodes[0]!);
+    await landed();
+
+    await signOut();
+    await enterPassword();
+    await secondStep();
+    await page.getByRole('button', { name: 'Use a recovery code instead' }).click();
+    const form = await useRecoveryCode(recoveryCodes[0]!);
+    await form.getByRole('alert').waitFor();
+    assert.match(page.url(), /\/sign-in/, 'a used code signs nobody in');
+    await useRecoveryCode(recoveryCodes[1]!);
+    await landed();
+    await openSecurity();
+    await page.locator('#recovery-codes').getByText('8 of 10 left').waitFor();
+  });
+
+  test('add a passkey with the virtual authenticator, rename it; it completes the second step, and signs in without a password', async () => {
+    await openSecurity();
+    const passkeys = page.locator('#passkeys');
+    await passkeys.getByText('No passkeys yet').waitFor();
+    await passkeys.getByRole('button', { name: 'Add a passkey' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Add a passkey' });
+    await dialog.getByLabel('Name').fill('Virtual key');
+    await dialog.getByRole('button', { name: 'Continue' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    const row = passkeys.locator('tr', { hasText: 'Virtual key' });
+    await row.waitFor();
+    assert.equal((await row.locator('td[data-label="Last used"]').innerText()).trim(), 'Never');
+    const { credentials } = await cdp.send('WebAuthn.getCredentials', { authenticatorId });
+    assert.equal(credentials.length, 1);
+    assert.equal(credentials[0]!.isResidentCredential, true, 'a discoverable credential: it can sign in without an address');
+    assert.equal(credentials[0]!.rpId, 'localhost');
+
+    await passkeys.getByRole('button', { name: 'Rename Virtual key' }).click();
+    const rename = page.getByRole('dialog', { name: 'Rename passkey' });
+    await rename.getByLabel('Name').fill('Chromium virtual key');
+    await rename.getByRole('button', { name: 'Save' }).click();
+    await passkeys.locator('tr', { hasText: 'Chromium virtual key' }).waitFor();
+
+    // As the second step after the password.
+    await signOut();
+    await enterPassword();
+    await secondStep();
+    await page.getByRole('button', { name: 'Use a passkey' }).click();
+    await landed();
+
+    // Without a password.
+    await signOut();
+    await page.getByRole('button', { name: 'Use a passkey' }).click();
+    await landed();
+    await openSecurity();
+    assert.notEqual((await passkeys.locator('tr', { hasText: 'Chromium virtual key' }).locator('td[data-label="Last used"]').innerText()).trim(), 'Never');
+  });
+
+  test('after 10 minutes, creating an API key asks for the password first, then goes through; cancelling leaves the refusal', async () => {
+    live.clock.advance(TEN_MINUTES_MS + 60_000);
+    await page.goto(`${live.baseUrl}/account/api-keys`);
+    await page.getByRole('button', { name: 'Create API key' }).click();
+    const create = page.getByRole('dialog', { name: 'Create API key' });
+    await create.getByLabel('Name').fill('After a while');
+    await create.getByRole('button', { name: 'Create key' }).click();
+    const prompt = page.getByRole('dialog', { name: 'Confirm it is you' });
+    await prompt.getByLabel('Password').waitFor();
+    assert.ok(await page.evaluate(() => document.activeElement?.closest('dialog')?.getAttribute('aria-labelledby') !== null && document.activeElement instanceof HTMLInputElement && document.activeElement.type === 'password'), 'the password field has the focus');
+    await prompt.getByRole('button', { name: 'Cancel' }).click();
+    await prompt.waitFor({ state: 'detached' });
+    await create.getByRole('alert').waitFor();
+
+    await create.getByRole('button', { name: 'Create key' }).click();
+    await prompt.getByLabel('Password').fill('not my password');
+    await prompt.getByRole('button', { name: 'Confirm' }).click();
+    await prompt.getByText(/wrong/i).waitFor();
+    await prompt.getByLabel('Password').fill(user.password);
+    await prompt.getByRole('button', { name: 'Confirm' }).click();
+    await prompt.waitFor({ state: 'detached' });
+    const key = await create.getByRole('textbox', { name: 'API key' }).inputValue();
+    assert.match(key, /^tmk_/);
+    await create.getByRole('button', { name: 'Done' }).click();
+  });
+
+  test('after 10 minutes, turning the app off asks again (a code from the app this time), then turns it off', async () => {
+    live.clock.advance(TEN_MINUTES_MS + 60_000);
+    await openSecurity();
+    await page.locator('#totp').getByRole('button', { name: 'Turn off' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Turn off the authenticator app?' });
+    await dialog.getByRole('button', { name: 'Use your password instead' }).click();
+    await dialog.getByLabel('Password').fill(user.password);
+    await dialog.getByRole('button', { name: 'Turn off' }).click();
+    const prompt = page.getByRole('dialog', { name: 'Confirm it is you' });
+    await prompt.getByRole('button', { name: 'Use a code from your authenticator app instead' }).click();
+    nextStep();
+    await prompt.getByLabel('Authentication code').fill(totpCode());
+    await prompt.getByRole('button', { name: 'Confirm' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await page.locator('#totp').getByText('Off', { exact: true }).waitFor();
+    await page.locator('#recovery-codes').getByText('You get 10 recovery codes').waitFor();
+  });
+
+  test('the security log lists what happened, in words, with time, IP address and device, and no secret', async () => {
+    await openSecurity();
+    const log = page.locator('#security-log');
+    await log.locator('tbody tr').first().waitFor();
+    const types = await log.locator('tbody tr').evaluateAll((rows) => rows.map((row) => (row as HTMLElement).dataset.type));
+    for (const type of ['sign_in', 'sign_in_failed', 'sign_out', 'totp_enabled', 'totp_disabled', 'recovery_code_used', 'passkey_added', 'api_key_created']) {
+      assert.ok(types.includes(type), `the log shows ${type} (it shows ${types.join(', ')})`);
+    }
+    const signIn = log.locator('tr[data-type="sign_in"]').first();
+    assert.match(await signIn.innerText(), /Signed in/);
+    assert.match(await signIn.locator('td[data-label="IP address"]').innerText(), /127\.0\.0\.1/);
+    assert.match(await signIn.locator('td[data-label="Device"]').innerText(), /Chrome on Linux/);
+    assert.ok(await signIn.locator('td[data-label="Time"] time').getAttribute('datetime'));
+    await log.locator('tr[data-type="totp_enabled"]', { hasText: 'Authenticator app turned on' }).waitFor();
+    const html = await page.content();
+    assert.ok(!html.includes(secret), 'no TOTP secret in the log');
+    for (const recoveryCode of recoveryCodes) assert.ok(!html.includes(recoveryCode), 'no recovery code in the log');
+    assert.ok(!html.includes(user.password), 'no password in the log');
+
+    const older = log.getByRole('button', { name: 'Load older entries' });
+    if (await older.count() > 0) {
+      const before = await log.locator('tbody tr').count();
+      await older.click();
+      await page.waitForFunction((count) => document.querySelectorAll('#security-log tbody tr').length > count, before);
+    }
+  });
+
+  test('the Security page fits 375 to 1280 px, names every control, shows focus and keeps contrast, with and without a dialog', async () => {
+    const found: string[] = [];
+    for (const width of LAYOUT_WIDTHS) {
+      await page.setViewportSize({ width, height: 800 });
+      await openSecurity();
+      found.push(...(await layoutProblems(page)).map((problem) => `${width} px: ${problem}`));
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await openSecurity();
+    found.push(...await unnamedControls(page), ...await contrastProblems(page));
+    found.push(...(await walkTabStops(page)).filter((stop) => stop.problem !== '').map((stop) => `${stop.label}: ${stop.problem}`));
+    for (const width of [375, 1280]) {
+      await page.setViewportSize({ width, height: 800 });
+      await openSecurity();
+      await page.locator('#totp').getByRole('button', { name: 'Set up authenticator app' }).click();
+      const dialog = page.getByRole('dialog', { name: 'Set up authenticator app' });
+      await dialog.getByRole('textbox', { name: 'Setup key' }).waitFor();
+      found.push(...(await layoutProblems(page)).map((problem) => `${width} px, enrolment dialog: ${problem}`));
+      found.push(...(await unnamedControls(page)).map((problem) => `enrolment dialog: ${problem}`));
+      found.push(...(await contrastProblems(page)).map((problem) => `enrolment dialog: ${problem}`));
+      await page.keyboard.press('Escape');
+      await dialog.waitFor({ state: 'detached' });
+    }
+    assert.deepEqual(found, []);
+  });
+
+  test('no page error or CSP violation on the way', () => {
+    assert.deepEqual(problems, []);
+  });
+});
