@@ -3,10 +3,14 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser, BrowserContext, CDPSession, Page } from 'playwright-core';
 import { Secret, TOTP } from 'otpauth';
 import { createTestApp, registerUser, type TestUser } from '../support/app.ts';
-import { freePort, launchBrowser, newContext, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
+import { recordSecurityEvent } from '../../src/security-log/security-log.ts';
+import { linkIn, readOutbox } from '../support/mail.ts';
+import { eventually, freePort, launchBrowser, newContext, useSession, watchConsole, type LiveApp } from '../support/browser.ts';
 import { contrastProblems, LAYOUT_WIDTHS, layoutProblems, settled, unnamedControls, walkTabStops } from './page-audits.ts';
 
 const TEN_MINUTES_MS = 10 * 60_000;
+/** The sign-in rate limit's window (10 attempts per address, each step of a second-factor sign-in counted). */
+const RATE_WINDOW_MS = 15 * 60_000;
 
 /**
  * The app on http://localhost:<port>, with PUBLIC_URL the same origin: a
@@ -16,7 +20,8 @@ const TEN_MINUTES_MS = 10 * 60_000;
 async function startOnLocalhost(): Promise<LiveApp> {
   const port = await freePort();
   const baseUrl = `http://localhost:${port}`;
-  const ctx = await createTestApp({ env: { PUBLIC_URL: baseUrl } });
+  // No SMTP_URL: mail is written as .eml files, and the reset link is taken from there.
+  const ctx = await createTestApp({ env: { PUBLIC_URL: baseUrl, SMTP_URL: '' } });
   await ctx.app.listen({ port, host: '127.0.0.1' });
   return Object.assign(ctx, { baseUrl });
 }
@@ -57,6 +62,8 @@ describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, re
   /** The code the authenticator app shows at the app's (manual) clock's time. */
   const totpCode = (at = live.clock.now()) =>
     new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
+  /** Every attempt, password or second step, counts in the sign-in rate limit: a test that signs in often starts a new window. */
+  const newRateWindow = () => live.clock.advance(RATE_WINDOW_MS);
   /** A new 30-second step: a code is accepted once, so each sign-in needs the next one. */
   const nextStep = () => live.clock.advance(30_000);
   const openSecurity = async () => {
@@ -167,12 +174,13 @@ describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, re
   });
 
   test('add a passkey with the virtual authenticator, rename it; it completes the second step, and signs in without a password', async () => {
+    newRateWindow();
     await openSecurity();
     const passkeys = page.locator('#passkeys');
     await passkeys.getByText('No passkeys yet').waitFor();
     await passkeys.getByRole('button', { name: 'Add a passkey' }).click();
     const dialog = page.getByRole('dialog', { name: 'Add a passkey' });
-    await dialog.getByLabel('Name').fill('Virtual key');
+    await dialog.getByRole('textbox', { name: 'Name' }).fill('Virtual key');
     await dialog.getByRole('button', { name: 'Continue' }).click();
     await dialog.waitFor({ state: 'detached' });
     const row = passkeys.locator('tr', { hasText: 'Virtual key' });
@@ -185,7 +193,7 @@ describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, re
 
     await passkeys.getByRole('button', { name: 'Rename Virtual key' }).click();
     const rename = page.getByRole('dialog', { name: 'Rename passkey' });
-    await rename.getByLabel('Name').fill('Chromium virtual key');
+    await rename.getByRole('textbox', { name: 'Name' }).fill('Chromium virtual key');
     await rename.getByRole('button', { name: 'Save' }).click();
     await passkeys.locator('tr', { hasText: 'Chromium virtual key' }).waitFor();
 
@@ -202,6 +210,29 @@ describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, re
     await landed();
     await openSecurity();
     assert.notEqual((await passkeys.locator('tr', { hasText: 'Chromium virtual key' }).locator('td[data-label="Last used"]').innerText()).trim(), 'Never');
+  });
+
+  test('a password reset does not get past the second factor: the reset page asks for the code before it signs in', async () => {
+    newRateWindow();
+    await signOut();
+    await page.getByRole('link', { name: 'Forgot password?' }).click();
+    await page.getByLabel('Email address').fill(user.email);
+    await page.getByRole('button', { name: 'Send reset link' }).click();
+    await page.getByRole('heading', { name: 'Check your email' }).waitFor();
+    const mail = await eventually(async () => (await readOutbox(live.config.mailDir)).find((message) => message.to.includes(user.email) && /reset/i.test(message.subject)), 'the reset mail');
+    const link = new URL(linkIn(mail, '/reset-password').url);
+    await page.goto(`${live.baseUrl}${link.pathname}${link.search}`);
+    user.password = 'a new passphrase after the reset';
+    await page.getByLabel('New password', { exact: true }).fill(user.password);
+    await page.getByLabel('Repeat the new password').fill(user.password);
+    await page.getByRole('button', { name: 'Set new password' }).click();
+    const form = await secondStep();
+    await page.getByText('Your password is changed.').waitFor();
+    assert.equal((await context.cookies()).find((cookie) => cookie.name === 'session')?.value ?? '', '', 'no session before the second step');
+    nextStep();
+    await form.getByLabel('Authentication code').fill(totpCode());
+    await form.getByRole('button', { name: 'Verify' }).click();
+    await landed();
   });
 
   test('after 10 minutes, creating an API key asks for the password first, then goes through; cancelling leaves the refusal', async () => {
@@ -267,12 +298,31 @@ describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, re
     for (const recoveryCode of recoveryCodes) assert.ok(!html.includes(recoveryCode), 'no recovery code in the log');
     assert.ok(!html.includes(user.password), 'no password in the log');
 
-    const older = log.getByRole('button', { name: 'Load older entries' });
-    if (await older.count() > 0) {
-      const before = await log.locator('tbody tr').count();
-      await older.click();
-      await page.waitForFunction((count) => document.querySelectorAll('#security-log tbody tr').length > count, before);
+  });
+
+  test('the log is read a page at a time, newest first: "Load older entries" appends the next page', async () => {
+    // Thirty more entries, a minute apart, written as the service writes them: more than a page.
+    for (let i = 0; i < 30; i++) {
+      live.clock.advance(60_000);
+      await recordSecurityEvent(live.app.deps.db, { accountId: user.id, type: 'session_revoked', at: live.clock.now(), origin: { ip: '203.0.113.7', userAgent: 'Mozilla/5.0 (Windows NT 10.0) Firefox/128.0' } });
     }
+    await openSecurity();
+    const log = page.locator('#security-log');
+    const rows = log.locator('tbody tr');
+    const firstPage = await rows.count();
+    assert.equal(firstPage, 25);
+    await log.getByRole('button', { name: 'Load older entries' }).click();
+    await page.waitForFunction((count) => document.querySelectorAll('#security-log tbody tr').length > count, firstPage);
+    const times = await log.locator('td[data-label="Time"] time').evaluateAll((nodes) => nodes.map((node) => Date.parse(node.getAttribute('datetime') ?? '')));
+    assert.deepEqual(times, [...times].sort((a, b) => b - a), 'newest first, across pages');
+    assert.ok(await page.evaluate(() => document.activeElement?.closest('#security-log tbody tr') !== null), 'the focus moves to the first row of the new page');
+    const types = await rows.evaluateAll((nodes) => nodes.map((node) => (node as HTMLElement).dataset.type));
+    assert.deepEqual(types.slice(0, 30), Array(30).fill('session_revoked'), 'the thirty newest, across the two pages');
+    assert.ok(types.length > 30 && types.slice(30).every((type) => type !== 'session_revoked'), 'then the older entries, not one shown twice');
+    const old = log.locator('tr[data-type="session_revoked"]').last();
+    assert.match(await old.innerText(), /Session signed out/);
+    assert.match(await old.innerText(), /Firefox on Windows/);
+    assert.match(await old.innerText(), /203\.0\.113\.7/);
   });
 
   test('the Security page fits 375 to 1280 px, names every control, shows focus and keeps contrast, with and without a dialog', async () => {

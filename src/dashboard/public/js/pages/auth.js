@@ -90,8 +90,9 @@ function passkeySignIn(query) {
  * code from the authenticator app, a recovery code or a passkey completes.
  * @param {URLSearchParams} query
  * @param {string[]} methods  "totp", "recovery", "passkey"
+ * @param {string} [lead]  what happened before this step (a reset password)
  */
-function secondFactorStep(query, methods) {
+function secondFactorStep(query, methods, lead) {
   let recovery = !methods.includes('totp');
   const title = heading('Two-step verification');
   const intro = h('p', { class: 'intro' });
@@ -133,6 +134,7 @@ function secondFactorStep(query, methods) {
   if (methods.includes('passkey') && passkeysSupported()) others.push(passkeySecondFactor(query));
   return [
     title,
+    lead ? alertBox('success', lead) : null,
     intro,
     form,
     others.length > 0 ? h('div', { class: 'form mt-3' }, others) : null,
@@ -150,7 +152,7 @@ function passkeySecondFactor(query) {
     button.setAttribute('aria-busy', 'true');
     button.disabled = true;
     try {
-      const options = await api('POST', '/api/auth/login/second-factor/passkey-options');
+      const options = await api('POST', '/api/auth/login/second-factor/options');
       const passkey = await usePasskey(options?.options ?? options);
       await signedIn(await api('POST', '/api/auth/login/second-factor', { passkey }), query);
     } catch (caught) {
@@ -230,6 +232,7 @@ export function resetPasswordPage({ query }) {
   const password = field({ label: 'New password', name: 'password', type: 'password', autocomplete: 'new-password', required: true, ...PASSWORD_RULE });
   const confirmation = field({ label: 'Repeat the new password', name: 'confirmation', type: 'password', autocomplete: 'new-password', required: true });
   mustMatch(password.input, confirmation.input);
+  const container = h('div');
   const { form } = simpleForm({
     label: 'Choose a new password',
     fields: [password.wrapper, confirmation.wrapper],
@@ -237,18 +240,26 @@ export function resetPasswordPage({ query }) {
     block: true,
     onSubmit: async () => {
       const answer = await api('POST', '/api/auth/reset', { token, password: password.input.value });
+      if (answer?.secondFactor?.required) {
+        // A new password does not get past the second factor: the reset asks for it before it signs in.
+        history.replaceState(null, '', location.pathname);
+        setFlash({ kind: 'success', text: 'Your password is changed and every other session was signed out.' });
+        replace(container, ...secondFactorStep(new URLSearchParams(), answer.secondFactor.methods ?? [], 'Your password is changed. To sign in, confirm it is you with your second factor.'));
+        container.querySelector('h1')?.focus();
+        return;
+      }
       setAccount(answer.account);
       setFlash({ kind: 'success', text: 'Your password is changed and you are signed in. Every other session was signed out.' });
       // Replaces the entry that holds the used token: Back does not bring it up again.
       await navigate('/', { replace: true });
     },
   });
-  return [
+  replace(container,
     heading('Choose a new password'),
     h('p', { class: 'intro' }, 'Setting a new password signs out every other session of your account.'),
     form,
-    footer,
-  ];
+    footer);
+  return container;
 }
 
 /**
