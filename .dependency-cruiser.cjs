@@ -5,14 +5,14 @@
  * db/ (connections, transactions, batched writes, migrations), shared/ (clock,
  * ids, secrets, signals), mail/ (the mailer), jobs/ (the queue and its runner)
  * and rate-limits/ (counters). Domains: accounts/, api-keys/, events/,
- * event-webhooks/, machines/, mcp/, dashboard/, ops/.
+ * event-webhooks/, machines/, mcp/, dashboard/, ops/, security-log/.
  *
  * A domain uses another only through the files listed in PUBLIC below: they
  * are each domain's surface; everything else in a folder is its own business.
  * Folder cycles are checked by .dependency-cruiser.folders.cjs.
  */
 const BASE = '^src/(http|db|shared|mail|jobs|rate-limits)/';
-const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', 'machines', 'mcp', 'oauth', 'dashboard', 'ops'];
+const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', 'machines', 'mcp', 'oauth', 'dashboard', 'ops', 'security-log'];
 
 /** What each domain offers the others. */
 const PUBLIC = [
@@ -28,6 +28,8 @@ const PUBLIC = [
   '^src/accounts/accounts[.]repository[.]ts$',
   // Billing as machines and accounts use it: metering a machine's state changes, the 402 and the balance-empty stop, the welcome credit.
   '^src/billing/(metering|enforcement|welcome-credit)[.]ts$',
+  // The security log, which every domain that changes what protects an account writes to (CONTRACT 17).
+  '^src/security-log/security-log[.]ts$',
   // Each domain's plugin, for the composition root.
   '^src/[^/]+/[^/]+[.]plugin[.]ts$',
 ];

@@ -32,6 +32,7 @@ import { maintenancePlugin } from './ops/maintenance.ts';
 import { opsRoutes } from './ops/ops.routes.ts';
 import { accountsPlugin } from './accounts/accounts.plugin.ts';
 import { apiKeysPlugin } from './api-keys/api-keys.plugin.ts';
+import { securityLogPlugin } from './security-log/security-log.plugin.ts';
 import { sessionCookieName } from './accounts/sessions.service.ts';
 import type { DeliveryOptions } from './event-webhooks/delivery.job.ts';
 import { eventWebhooksPlugin } from './event-webhooks/event-webhooks.plugin.ts';
@@ -177,6 +178,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(maintenancePlugin);
   await app.register(accountsPlugin);
   await app.register(apiKeysPlugin);
+  await app.register(securityLogPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
   await app.register(machinesPlugin);
   await app.register(billingPlugin);

@@ -5,7 +5,7 @@ import type { Mailer } from '../mail/mailer.ts';
 import { DAY, HOUR } from '../shared/clock.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
 import { resetMailAllowed } from './accounts.limits.ts';
-import { passwordChangedMail, passwordResetMail, verificationMail } from './accounts.mail.ts';
+import { factorChangedMail, passwordChangedMail, passwordResetMail, verificationMail, type FactorChange } from './accounts.mail.ts';
 import { findAccountByEmail, findAccountById, type Account } from './accounts.repository.ts';
 import type { EmailTokenPurpose } from './accounts.tables.ts';
 import { insertEmailToken } from './email-tokens.repository.ts';
@@ -21,6 +21,9 @@ export const confirmationMailJob = jobType<{ accountId: string }>('mail.email-co
 /** Every `forgot` is one of these, known address or not: whether a mail goes out is decided here, after the answer. */
 export const passwordResetMailJob = jobType<{ email: string; ip: string }>('mail.password-reset');
 export const passwordNoticeJob = jobType<{ accountId: string; how: 'changed' | 'reset'; at: string }>('mail.password-notice');
+
+/** Every change of a second factor (and every recovery code used) is told to the holder; `detail` is a passkey's name, never a secret. */
+export const factorNoticeJob = jobType<{ accountId: string; change: FactorChange; at: string; detail?: string }>('mail.factor-notice');
 
 export const TOKEN_LIFETIME: Record<EmailTokenPurpose, number> = { verify_email: DAY, reset_password: HOUR };
 
@@ -69,6 +72,10 @@ export function accountMailKinds(deps: Deps, mailer: Mailer) {
     mailKind(passwordNoticeJob, async ({ accountId, how, at }) => {
       const account = await accountOf(accountId);
       if (account !== undefined) await mailer.send(passwordChangedMail(publicUrl, account, how, at));
+    }),
+    mailKind(factorNoticeJob, async ({ accountId, change, at, detail }) => {
+      const account = await accountOf(accountId);
+      if (account !== undefined) await mailer.send(factorChangedMail(publicUrl, account, change, at, detail));
     }),
   ];
 }

@@ -52,3 +52,23 @@ export function passwordChangedMail(publicUrl: string, to: Recipient, how: 'chan
     `If this was not you, reset your password now at ${publicUrl}/forgot-password and review your API keys.`,
   ]);
 }
+
+/** The changes to an account's second factors that its holder is told of by mail. */
+export type FactorChange = 'totp_enabled' | 'totp_disabled' | 'passkey_added' | 'passkey_removed' | 'recovery_codes_generated' | 'recovery_code_used';
+
+const FACTOR_CHANGE_TEXT: Record<FactorChange, { subject: string; line: string }> = {
+  totp_enabled: { subject: 'Two-factor authentication was turned on', line: 'An authenticator app was set up as the second factor of your account' },
+  totp_disabled: { subject: 'Two-factor authentication was turned off', line: 'The authenticator app was removed from your account: signing in now needs only the password' },
+  passkey_added: { subject: 'A passkey was added to your account', line: 'A passkey was added to your account' },
+  passkey_removed: { subject: 'A passkey was removed from your account', line: 'A passkey was removed from your account' },
+  recovery_codes_generated: { subject: 'New recovery codes were made', line: 'A new set of recovery codes was made for your account, and the earlier codes stopped working' },
+  recovery_code_used: { subject: 'A recovery code was used', line: 'One of your recovery codes was used to sign in or confirm your identity' },
+};
+
+export function factorChangedMail(publicUrl: string, to: Recipient, change: FactorChange, at: string, detail: string | undefined): MailMessage {
+  const text = FACTOR_CHANGE_TEXT[change];
+  return compose(to, text.subject, [
+    `${text.line}${detail ? ` (${detail})` : ''} at ${at} (UTC).`,
+    `If this was not you, reset your password now at ${publicUrl}/forgot-password, then review your second factors and the security log in the dashboard.`,
+  ]);
+}

@@ -4,6 +4,7 @@ import { passwordHashingLoad } from './passwords.ts';
 import { accountMailKinds } from './accounts.jobs.ts';
 import { accountsRoutes } from './accounts.routes.ts';
 import { deleteSpentEmailTokens, spentEmailTokenHashes } from './email-tokens.repository.ts';
+import { deleteExpiredChallenges, deleteExpiredPendingSignIns } from './second-factor.repository.ts';
 import { deleteIdleSessions, idleSessionIds } from './sessions.repository.ts';
 import { authenticateSession, readSessionCookie, SESSION_IDLE_MS } from './sessions.service.ts';
 
@@ -14,6 +15,10 @@ export const accountsPlugin = fp(
     for (const kind of accountMailKinds(app.deps, app.mailer)) app.jobs.register(kind);
     const { db } = app.deps;
     app.retention.addKeyed('sessions', ({ now }, after, limit) => idleSessionIds(db, now - SESSION_IDLE_MS, after, limit), ({ now }, ids) => deleteIdleSessions(db, now - SESSION_IDLE_MS, ids));
+    app.maintenance.add('expired sign-in steps and passkey challenges', async (now) => {
+      await deleteExpiredPendingSignIns(db, now);
+      await deleteExpiredChallenges(db, now);
+    });
     app.retention.addKeyed('email_tokens', ({ now }, after, limit) => spentEmailTokenHashes(db, now, after, limit), ({ now }, hashes) => deleteSpentEmailTokens(db, now, hashes));
     // Process-wide, like the hashing queue itself: its depth is the first sign of a sign-in flood.
     new Gauge({

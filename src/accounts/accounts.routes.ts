@@ -7,6 +7,8 @@ import { IdParamsSchema, OkSchema, responses } from '../http/schemas.ts';
 import {
   AccountResponse,
   ChangePasswordBody,
+  MeResponse,
+  SignInResponse,
   ForgotBody,
   RegisterBody,
   ResetBody,
@@ -25,12 +27,28 @@ import {
   signIn,
 } from './accounts.service.ts';
 import { dummyPasswordHash } from './passwords.ts';
+import { secondFactorRoutes } from './second-factor.routes.ts';
+import { secondFactorSummary } from './second-factor.repository.ts';
+import { pendingCookieName, setShortCookie, type SecondFactorStep, type SignedIn } from './second-step.service.ts';
+import type { FastifyReply } from 'fastify';
+import type { Config } from '../config.ts';
 import { clearSessionCookie, clientInfo, endSession, listSessions, readSessionCookie, setSessionCookie, signOut } from './sessions.service.ts';
 
 const tags = ['accounts'];
 
+/** Signed in: the session cookie and the account. A second step: the pending cookie and what can complete it. */
+export function answerSignIn(reply: FastifyReply, config: Readonly<Config>, outcome: SignedIn | SecondFactorStep) {
+  if ('pendingToken' in outcome) {
+    setShortCookie(reply, config, pendingCookieName(config), outcome.pendingToken);
+    return { secondFactor: outcome.secondFactor };
+  }
+  setSessionCookie(reply, config, outcome.sessionToken);
+  return { account: outcome.account };
+}
+
 export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { deps } = app;
+  await app.register(secondFactorRoutes);
   // Now, in the background: the first sign-in with an unknown email must cost one hash, not two.
   void dummyPasswordHash(deps.config.passwordHashCost).catch(() => {});
 
@@ -45,12 +63,14 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/api/auth/login', {
     config: { auth: 'none' },
-    schema: { tags, summary: 'Sign in; sets the session cookie', body: SignInBody, response: responses({ 200: AccountResponse }) },
-  }, async (request, reply) => {
-    const { account, sessionToken } = await signIn(deps, request.body, clientInfo(request));
-    setSessionCookie(reply, deps.config, sessionToken);
-    return { account };
-  });
+    schema: {
+      tags,
+      summary: 'Sign in; sets the session cookie',
+      description: 'When an authenticator app is on, answers {"secondFactor": {"required": true, "methods": [...]}} and a pending cookie (5 minutes) instead of a session: complete it at POST /api/auth/login/second-factor.',
+      body: SignInBody,
+      response: responses({ 200: SignInResponse }),
+    },
+  }, async (request, reply) => answerSignIn(reply, deps.config, await signIn(deps, request.body, clientInfo(request))));
 
   app.post('/api/auth/logout', {
     config: { auth: 'none' },
@@ -58,7 +78,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: { tags, summary: 'Sign out this session', response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
     const token = readSessionCookie(request);
-    if (token !== undefined) await signOut(deps.db, token);
+    if (token !== undefined) await signOut(deps.db, token, clientInfo(request), deps.clock.now());
     clearSessionCookie(reply, deps.config);
     return reply.code(204).send(null);
   });
@@ -67,7 +87,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'none' },
     schema: { tags, summary: 'Confirm the email address with the token from the emailed link', body: TokenBody, response: responses({ 200: OkSchema }) },
   }, async (request) => {
-    await confirmEmail(deps, request.body.token, request.ip);
+    await confirmEmail(deps, request.body.token, clientInfo(request));
     return { ok: true as const };
   });
 
@@ -90,21 +110,20 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       tags,
       summary: 'Set a new password from the emailed link; signs out every session and signs the caller in',
+      description: 'When an authenticator app is on, the reset does not sign in: it answers the second step, as POST /api/auth/login does.',
       body: ResetBody,
-      response: responses({ 200: AccountResponse }),
+      response: responses({ 200: SignInResponse }),
     },
-  }, async (request, reply) => {
-    const { account, sessionToken } = await resetPassword(deps, request.body, clientInfo(request));
-    setSessionCookie(reply, deps.config, sessionToken);
-    return { account };
-  });
+  }, async (request, reply) => answerSignIn(reply, deps.config, await resetPassword(deps, request.body, clientInfo(request))));
 
   app.get('/api/me', {
-    schema: { tags, summary: 'The signed-in account', response: responses({ 200: AccountResponse }) },
+    schema: { tags, summary: 'The signed-in account and its second factors', response: responses({ 200: MeResponse }) },
   }, async (request) => {
     // An API key arrives with its owner's fields, read (or cached) with the key itself.
-    if (request.principal?.kind === 'api_key') return { account: request.principal.account };
-    return { account: await accountView(deps.db, accountIdOf(request)) };
+    if (request.principal?.kind === 'api_key') return { account: request.principal.account, secondFactor: request.principal.secondFactor };
+    const accountId = accountIdOf(request);
+    const [account, secondFactor] = await Promise.all([accountView(deps.db, accountId), secondFactorSummary(deps.db, accountId)]);
+    return { account, secondFactor };
   });
 
   app.post('/api/me/verify-email', {
@@ -125,7 +144,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   }, async (request) => {
     const { accountId, sessionId } = sessionOf(request);
-    await changePassword(deps, accountId, sessionId, request.body, request.ip);
+    await changePassword(deps, accountId, sessionId, request.body, clientInfo(request));
     return { ok: true as const };
   });
 
@@ -141,7 +160,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     preValidation: refuseBody,
     schema: { tags, summary: 'Sign out one session', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
-    await endSession(deps.db, accountIdOf(request), request.params.id);
+    await endSession(deps.db, accountIdOf(request), request.params.id, clientInfo(request), deps.clock.now());
     return reply.code(204).send(null);
   });
 };

@@ -34,3 +34,23 @@ export const SessionSchema = Type.Object({
   userAgent: Type.Union([Type.String(), Type.Null()]),
   current: Type.Boolean({ description: 'The session making this request' }),
 });
+
+export const SecondFactorResponse = Type.Object({
+  secondFactor: Type.Object({
+    required: Type.Literal(true),
+    methods: Type.Array(Type.Union([Type.Literal('totp'), Type.Literal('recovery'), Type.Literal('passkey')]), {
+      description: 'What completes the sign-in at POST /api/auth/login/second-factor',
+    }),
+  }),
+});
+
+/** Signed in, or (an authenticator app is on) the second step, with a pending cookie and no session. */
+export const SignInResponse = Type.Union([AccountResponse, SecondFactorResponse]);
+
+export const SecondFactorSummarySchema = Type.Object({
+  totp: Type.Boolean({ description: 'An authenticator app is on: password sign-in asks for a code' }),
+  passkeys: Type.Integer({ description: 'Passkeys registered' }),
+  recoveryCodesLeft: Type.Integer({ description: 'Unused recovery codes' }),
+});
+
+export const MeResponse = Type.Object({ account: AccountSchema, secondFactor: SecondFactorSummarySchema });

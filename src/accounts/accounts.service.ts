@@ -41,6 +41,9 @@ import { consumeEmailToken, isEmailTokenUsable, retireEmailTokens } from './emai
 import { dummyPasswordHash, hashPassword, needsRehash, verifyPassword } from './passwords.ts';
 import { createSession, type ClientInfo } from './sessions.service.ts';
 import { deleteSessionsOfAccount } from './sessions.repository.ts';
+import { recordSecurityEvent } from '../security-log/security-log.ts';
+import { hasTotp } from './second-factor.service.ts';
+import { startSecondStep, type SecondFactorStep, type SignedIn } from './second-step.service.ts';
 
 /**
  * RFC 5321's dot-atom local part, without quoted strings or comments: none of
@@ -53,10 +56,7 @@ const DOMAIN_LABEL = /^[\p{L}\p{M}\p{N}](?:[\p{L}\p{M}\p{N}-]{0,61}[\p{L}\p{M}\p
 const EMAIL_MAX_LENGTH = 254;
 const LOCAL_PART_MAX_LENGTH = 64;
 
-export interface SignedIn {
-  account: Account;
-  sessionToken: string;
-}
+export type { SignedIn } from './second-step.service.ts';
 
 /** Trimmed and lower-cased: the form every lookup and limit uses. */
 export function normalizeEmail(email: string): string {
@@ -121,6 +121,7 @@ export async function register(deps: Deps, input: { email: string; password: str
       });
       await deps.jobs.enqueue(tx, confirmationMailJob, [{ payload: { accountId: account.id } }]);
       const session = await createSession(tx.db, account.id, client, now);
+      await recordSecurityEvent(tx.db, { accountId: account.id, type: 'sign_in', at: now, origin: client, detail: { method: 'registration' } });
       return { account: publicAccount(account), sessionToken: session.token };
     });
   } catch (error) {
@@ -131,33 +132,43 @@ export async function register(deps: Deps, input: { email: string; password: str
 
 /**
  * An unknown email is checked against a dummy hash, so it takes as long as a wrong password.
+ * With an authenticator app on, a right password opens a pending sign-in
+ * (the second step) instead of a session: a passkey alone adds no step.
  * @throws AppError 401 invalid_credentials (one answer for both cases), 429 rate_limited.
  */
-export async function signIn(deps: Deps, input: { email: string; password: string }, client: ClientInfo): Promise<SignedIn> {
+export async function signIn(deps: Deps, input: { email: string; password: string }, client: ClientInfo): Promise<SignedIn | SecondFactorStep> {
   const email = normalizeEmail(input.email);
   await enforceSignInLimits(deps, email, client.ip);
   const { db, config, clock } = deps;
   const account = await findAccountByEmail(db, email);
   const matches = await verifyPassword(input.password, account?.passwordHash ?? (await dummyPasswordHash(config.passwordHashCost)));
+  if (account !== undefined && !matches) {
+    await recordSecurityEvent(db, { accountId: account.id, type: 'sign_in_failed', at: clock.now(), origin: client, detail: { step: 'password' } });
+  }
   if (account === undefined || !matches) throw invalidCredentials();
   const now = clock.now();
   if (needsRehash(account.passwordHash, config.passwordHashCost)) {
     await updatePasswordHash(db, account.id, await hashPassword(input.password, config.passwordHashCost), now);
   }
-  const session = await createSession(db, account.id, client, now);
+  if (await hasTotp(db, account.id)) return startSecondStep(db, account.id, now);
+  const session = await inTransaction(db, async (tx) => {
+    await recordSecurityEvent(tx.db, { accountId: account.id, type: 'sign_in', at: now, origin: client, detail: { method: 'password' } });
+    return createSession(tx.db, account.id, client, now);
+  });
   return { account: publicAccount(account), sessionToken: session.token };
 }
 
 /** @throws AppError 400 invalid_token when the link is unknown, used or expired, 429 beyond the per-IP limit. */
-export async function confirmEmail(deps: Deps, token: string, ip: string): Promise<void> {
+export async function confirmEmail(deps: Deps, token: string, { ip, userAgent }: ClientInfo): Promise<void> {
   await enforceVerifyLimit(deps, ip);
   const now = deps.clock.now();
   const confirmed = await inTransaction(deps.db, async (tx) => {
     const accountId = await consumeEmailToken(tx.db, hashToken(token), 'verify_email', now);
     if (accountId !== undefined) {
-      await markEmailVerified(tx.db, accountId, now);
+      const verified = await markEmailVerified(tx.db, accountId, now);
       await grantWelcomeCreditIfDue(deps, tx, accountId);
       await announce(deps.signals, tx, `account:${accountId}`);
+      if (verified) await recordSecurityEvent(tx.db, { accountId, type: 'email_verified', at: now, origin: { ip, userAgent } });
     }
     return accountId !== undefined;
   });
@@ -193,27 +204,32 @@ function sendPasswordNotice(deps: Deps, tx: Tx, accountId: string, how: 'changed
 /**
  * Sets the new password, signs out every session, signs the caller in and
  * sends the security notice. The link proves the mailbox, so the address counts as confirmed too.
+ * It does not prove the second factor: with an authenticator app on, the
+ * caller gets the second step of a sign-in instead of a session.
  * @throws AppError 400 invalid_token, 429 beyond the per-IP limit, 503 hashing queue full.
  */
-export async function resetPassword(deps: Deps, input: { token: string; password: string }, client: ClientInfo): Promise<SignedIn> {
+export async function resetPassword(deps: Deps, input: { token: string; password: string }, client: ClientInfo): Promise<SignedIn | SecondFactorStep> {
   await enforceResetLimit(deps, client.ip);
   const tokenHash = hashToken(input.token);
   // A read first: a bad link must not cost a password hash. The consume below stays the atomic check.
   if (!(await isEmailTokenUsable(deps.db, tokenHash, 'reset_password', deps.clock.now()))) throw invalidEmailToken();
   const passwordHash = await hashPassword(input.password, deps.config.passwordHashCost);
   const now = deps.clock.now();
-  const result = await inTransaction(deps.db, async (tx) => {
+  const result = await inTransaction(deps.db, async (tx): Promise<SignedIn | SecondFactorStep | null> => {
     const trx = tx.db;
     const accountId = await consumeEmailToken(trx, tokenHash, 'reset_password', now);
     if (accountId === undefined) return null;
     await updatePasswordHash(trx, accountId, passwordHash, now);
-    await markEmailVerified(trx, accountId, now);
+    if (await markEmailVerified(trx, accountId, now)) await recordSecurityEvent(trx, { accountId, type: 'email_verified', at: now, origin: client });
     await grantWelcomeCreditIfDue(deps, tx, accountId);
     await announce(deps.signals, tx, `account:${accountId}`);
     await retireEmailTokens(trx, accountId, 'reset_password', now);
     await deleteSessionsOfAccount(trx, accountId);
     await sendPasswordNotice(deps, tx, accountId, 'reset', now);
+    await recordSecurityEvent(trx, { accountId, type: 'password_reset', at: now, origin: client });
+    if (await hasTotp(trx, accountId)) return startSecondStep(trx, accountId, now);
     const session = await createSession(trx, accountId, client, now);
+    await recordSecurityEvent(trx, { accountId, type: 'sign_in', at: now, origin: client, detail: { method: 'password_reset' } });
     const account = await findAccountById(trx, accountId);
     return { account: publicAccount(account!), sessionToken: session.token };
   });
@@ -230,8 +246,9 @@ export async function changePassword(
   accountId: string,
   currentSessionId: string,
   input: { currentPassword: string; newPassword: string },
-  ip: string,
+  client: ClientInfo,
 ): Promise<Account> {
+  const { ip } = client;
   const { db, config, clock } = deps;
   const account = await getAccount(db, accountId);
   await enforceSignInLimits(deps, account.email, ip);
@@ -243,6 +260,7 @@ export async function changePassword(
     await retireEmailTokens(tx.db, accountId, 'reset_password', now);
     await deleteSessionsOfAccount(tx.db, accountId, currentSessionId);
     await sendPasswordNotice(deps, tx, accountId, 'changed', now);
+    await recordSecurityEvent(tx.db, { accountId, type: 'password_changed', at: now, origin: client });
   });
   return publicAccount(account);
 }

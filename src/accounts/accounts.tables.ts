@@ -16,6 +16,8 @@ export interface SessionsTable {
   ip: string | null;
   created_at: number;
   last_seen_at: number;
+  /** When the holder last proved who they are (sign-in, reauthentication); null: at created_at. */
+  authenticated_at: number | null;
 }
 
 export type EmailTokenPurpose = 'verify_email' | 'reset_password';
@@ -27,4 +29,50 @@ export interface EmailTokensTable {
   expires_at: number;
   used_at: number | null;
   created_at: number;
+}
+
+export interface TotpFactorsTable {
+  account_id: string;
+  secret: string;
+  /** Null while enrolment waits for its first code. */
+  confirmed_at: number | null;
+  /** The 30-second step of the last code accepted: a code of that step or earlier is refused (no replay). */
+  last_used_step: number | null;
+  created_at: number;
+}
+
+export interface RecoveryCodesTable {
+  account_id: string;
+  code_hash: string;
+  used_at: number | null;
+  created_at: number;
+}
+
+export interface PasskeysTable {
+  id: string;
+  account_id: string;
+  /** base64url, as WebAuthn responses carry it. */
+  credential_id: string;
+  /** COSE public key, base64url. */
+  public_key: string;
+  counter: number;
+  /** JSON array of transport hints. */
+  transports: string;
+  name: string;
+  created_at: number;
+  last_used_at: number | null;
+}
+
+export interface WebauthnChallengesTable {
+  /** What the challenge is bound to: `register:<session id>`, `sign-in:<cookie token hash>` or `second-factor:<pending token hash>`. */
+  binding: string;
+  challenge: string;
+  expires_at: number;
+}
+
+export interface PendingSignInsTable {
+  token_hash: string;
+  account_id: string;
+  created_at: number;
+  expires_at: number;
 }

@@ -25,8 +25,10 @@ export async function deleteSession(db: Kysely<DB>, accountId: string, id: strin
   return result.numDeletedRows > 0n;
 }
 
-export async function deleteSessionByTokenHash(db: Kysely<DB>, tokenHash: string): Promise<void> {
-  await db.deleteFrom('sessions').where('token_hash', '=', tokenHash).execute();
+/** Answers the account whose session it was, if there was one. */
+export async function deleteSessionByTokenHash(db: Kysely<DB>, tokenHash: string): Promise<string | undefined> {
+  const row = await db.deleteFrom('sessions').where('token_hash', '=', tokenHash).returning('account_id').executeTakeFirst();
+  return row?.account_id;
 }
 
 /** Signs out every session of the account, except `keepId` when given. */

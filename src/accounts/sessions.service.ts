@@ -15,6 +15,8 @@ import {
   touchSession,
 } from './sessions.repository.ts';
 import { notFound } from '../http/errors.ts';
+import { inTransaction } from '../db/transaction.ts';
+import { recordSecurityEvent } from '../security-log/security-log.ts';
 
 export const SESSION_IDLE_MS = 30 * DAY;
 /** lastSeenAt is written at most this often, so reading pages does not mean writing rows. */
@@ -50,6 +52,7 @@ export async function createSession(db: Kysely<DB>, accountId: string, client: C
     ip: client.ip,
     created_at: now,
     last_seen_at: now,
+    authenticated_at: now,
   });
   return { id, token };
 }
@@ -63,7 +66,7 @@ export async function authenticateSession(request: FastifyRequest, reply: Fastif
     await touchSession(db, session.id, now);
     setSessionCookie(reply, config, token);
   }
-  return { kind: 'session', accountId: session.account_id, sessionId: session.id };
+  return { kind: 'session', accountId: session.account_id, sessionId: session.id, authenticatedAt: session.authenticated_at ?? session.created_at };
 }
 
 export async function listSessions(db: Kysely<DB>, accountId: string, currentSessionId: string | null, limit: number, cursor: string | undefined) {
@@ -79,17 +82,25 @@ export async function listSessions(db: Kysely<DB>, accountId: string, currentSes
   );
 }
 
-/** Ends the session behind a cookie token, if there is one. */
-export async function signOut(db: Kysely<DB>, token: string): Promise<void> {
-  await deleteSessionByTokenHash(db, hashToken(token));
+/** Ends the session behind a cookie token, if there is one, and logs it. */
+export async function signOut(db: Kysely<DB>, token: string, origin: ClientInfo, now: number): Promise<void> {
+  await inTransaction(db, async (tx) => {
+    const accountId = await deleteSessionByTokenHash(tx.db, hashToken(token));
+    if (accountId !== undefined) await recordSecurityEvent(tx.db, { accountId, type: 'sign_out', at: now, origin });
+  });
 }
 
 /**
  * Ends one session of the account.
  * @throws AppError 404 unknown session (or another account's).
  */
-export async function endSession(db: Kysely<DB>, accountId: string, sessionId: string): Promise<void> {
-  if (!(await deleteSession(db, accountId, sessionId))) throw notFound('The session');
+export async function endSession(db: Kysely<DB>, accountId: string, sessionId: string, origin: ClientInfo, now: number): Promise<void> {
+  const ended = await inTransaction(db, async (tx) => {
+    if (!(await deleteSession(tx.db, accountId, sessionId))) return false;
+    await recordSecurityEvent(tx.db, { accountId, type: 'session_revoked', at: now, origin, detail: { sessionId } });
+    return true;
+  });
+  if (!ended) throw notFound('The session');
 }
 
 export function sessionCookieName(config: Pick<Config, 'secureCookies'>): string {

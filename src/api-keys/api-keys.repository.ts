@@ -1,6 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
-import { toAccount, type Account } from '../accounts/accounts.repository.ts';
+import { secondFactorCounts, toAccount, toSecondFactorView, type Account } from '../accounts/accounts.repository.ts';
+import type { SecondFactorView } from '../http/principal.ts';
 import type { ApiKeysTable } from './api-keys.tables.ts';
 
 export interface StoredApiKey {
@@ -9,6 +10,8 @@ export interface StoredApiKey {
   lastUsedAt: number | null;
   /** The owner's public fields, read with the key. */
   account: Account;
+  /** The owner's second factors as `GET /api/me` shows them; a factor change signals `account:<id>`, which drops this copy. */
+  secondFactor: SecondFactorView;
 }
 
 export async function insertApiKey(db: Kysely<DB>, row: ApiKeysTable): Promise<void> {
@@ -21,9 +24,10 @@ export async function findApiKeyByTokenHash(db: Kysely<DB>, tokenHash: string): 
     .selectFrom('api_keys as k')
     .innerJoin('accounts as a', 'a.id', 'k.account_id')
     .select(['k.id as key_id', 'k.last_used_at', 'a.id', 'a.email', 'a.name', 'a.email_verified_at', 'a.created_at'])
+    .select(secondFactorCounts('a.id'))
     .where('k.token_hash', '=', tokenHash)
     .executeTakeFirst();
-  return row && { id: row.key_id, accountId: row.id, lastUsedAt: row.last_used_at, account: toAccount(row) };
+  return row && { id: row.key_id, accountId: row.id, lastUsedAt: row.last_used_at, account: toAccount(row), secondFactor: toSecondFactorView(row) };
 }
 
 export async function listApiKeyRows(db: Kysely<DB>, accountId: string, limit: number, before: string | undefined) {
@@ -35,10 +39,10 @@ export async function listApiKeyRows(db: Kysely<DB>, accountId: string, limit: n
   return query.orderBy('id', 'desc').limit(limit).execute();
 }
 
-/** Deletes the key; the caller announces the revocation to every process's cache. */
-export async function deleteApiKey(db: Kysely<DB>, accountId: string, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('api_keys').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
-  return result.numDeletedRows > 0n;
+/** Deletes the key; answers its name, or undefined when there was no such key. The caller announces the revocation. */
+export async function deleteApiKey(db: Kysely<DB>, accountId: string, id: string): Promise<string | undefined> {
+  const row = await db.deleteFrom('api_keys').where('id', '=', id).where('account_id', '=', accountId).returning('name').executeTakeFirst();
+  return row?.name;
 }
 
 /**

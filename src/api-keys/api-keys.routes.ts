@@ -4,6 +4,8 @@ import { refuseBody } from '../http/validation.ts';
 import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, NullableTimestamp, responses, Timestamp } from '../http/schemas.ts';
+import { requireRecentAuthentication } from '../http/recent-authentication.ts';
+import { originOf } from '../http/request-origin.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from './api-keys.service.ts';
 
 const tags = ['api-keys'];
@@ -29,8 +31,18 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { deps } = app;
 
   app.post('/api/keys', {
-    schema: { tags, summary: 'Create an API key (shown once)', body: CreateApiKeyBody, response: responses({ 201: CreatedApiKeySchema }) },
-  }, async (request, reply) => reply.code(201).send(await createApiKey(deps.db, accountIdOf(request), request.body.name, deps.clock.now())));
+    schema: {
+      tags,
+      summary: 'Create an API key (shown once)',
+      description: 'From the dashboard, needs a recent authentication (a sign-in or POST /api/me/reauthenticate within 10 minutes).',
+      body: CreateApiKeyBody,
+      response: responses({ 201: CreatedApiKeySchema }),
+    },
+  }, async (request, reply) => {
+    const now = deps.clock.now();
+    requireRecentAuthentication(request, now);
+    return reply.code(201).send(await createApiKey(deps.db, accountIdOf(request), request.body.name, now, originOf(request)));
+  });
 
   app.get('/api/keys', {
     schema: { tags, summary: "The account's API keys", querystring: ListQuerySchema, response: responses({ 200: pageSchema(ApiKeySchema) }) },
@@ -43,7 +55,7 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox = async (app) => {
     preValidation: refuseBody,
     schema: { tags, summary: 'Revoke an API key; it fails at once', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
-    await revokeApiKey(deps, accountIdOf(request), request.params.id);
+    await revokeApiKey(deps, accountIdOf(request), request.params.id, originOf(request));
     return reply.code(204).send(null);
   });
 };

@@ -8,6 +8,7 @@ import { inTransaction } from '../db/transaction.ts';
 import { invalidRequest, notFound } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
 import { announce } from '../db/signals.ts';
+import { recordSecurityEvent, type RequestOrigin } from '../security-log/security-log.ts';
 import type { BearerAuthenticator } from '../http/auth.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { ApiKeyCache, KnownKey } from './api-key-cache.ts';
@@ -33,22 +34,25 @@ export interface CreatedApiKey {
 }
 
 /**
- * The key itself is in this answer only; the database keeps its SHA-256.
+ * The key itself is in this answer only; the database keeps its SHA-256. The security log notes it in the same transaction.
  * @throws AppError 400 when the name is blank.
  */
-export async function createApiKey(db: Kysely<DB>, accountId: string, rawName: string, now: number): Promise<CreatedApiKey> {
+export async function createApiKey(db: Kysely<DB>, accountId: string, rawName: string, now: number, origin: RequestOrigin | null = null): Promise<CreatedApiKey> {
   const name = rawName.trim();
   if (name === '') throw invalidRequest('name must not be blank.');
   const key = generateToken('tmk_');
   const id = newId('key', now);
-  await insertApiKey(db, {
-    id,
-    account_id: accountId,
-    name,
-    prefix: key.slice(0, PREFIX_LENGTH),
-    token_hash: hashToken(key),
-    created_at: now,
-    last_used_at: null,
+  await inTransaction(db, async (tx) => {
+    await insertApiKey(tx.db, {
+      id,
+      account_id: accountId,
+      name,
+      prefix: key.slice(0, PREFIX_LENGTH),
+      token_hash: hashToken(key),
+      created_at: now,
+      last_used_at: null,
+    });
+    await recordSecurityEvent(tx.db, { accountId, type: 'api_key_created', at: now, origin, detail: { apiKeyId: id, name } });
   });
   return { id, name, key, createdAt: toIso(now) };
 }
@@ -111,17 +115,20 @@ async function lookUpApiKey(deps: ApiKeyAuthDeps, tokenHash: string, known: Know
 
 const useUnrecorded = (key: KnownKey, now: number) => key.lastUsedAt === null || now - key.lastUsedAt >= LAST_USED_RESOLUTION_MS;
 
-const principalOf = (key: KnownKey): Principal => ({ kind: 'api_key', accountId: key.accountId, apiKeyId: key.id, account: key.account });
+const principalOf = (key: KnownKey): Principal => ({ kind: 'api_key', accountId: key.accountId, apiKeyId: key.id, account: key.account, secondFactor: key.secondFactor });
 
 /**
  * Deletes the key and tells every process: it fails at once.
  * @throws AppError 404 unknown key (or another account's).
  */
-export async function revokeApiKey(deps: Deps, accountId: string, id: string): Promise<void> {
+export async function revokeApiKey(deps: Deps, accountId: string, id: string, origin: RequestOrigin | null = null): Promise<void> {
   const deleted = await inTransaction(deps.db, async (tx) => {
     const removed = await deleteApiKey(tx.db, accountId, id);
-    if (removed) await announce(deps.signals, tx, `api-key:${id}`);
-    return removed;
+    if (removed !== undefined) {
+      await announce(deps.signals, tx, `api-key:${id}`);
+      await recordSecurityEvent(tx.db, { accountId, type: 'api_key_revoked', at: deps.clock.now(), origin, detail: { apiKeyId: id, name: removed } });
+    }
+    return removed !== undefined;
   });
   if (!deleted) throw notFound('The API key');
 }

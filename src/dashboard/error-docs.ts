@@ -33,6 +33,21 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'The email address or the password is wrong. The answer is the same for both, so it does not reveal which addresses have an account.',
     fix: 'Check both, or reset the password.',
   },
+  invalid_code: {
+    status: 401,
+    description: 'The second-factor code is wrong, was already used, or is too old: an authenticator-app code works once, within 30 seconds either side of its time; a recovery code works once. Each attempt counts against the sign-in rate limit of the account.',
+    fix: 'Enter the code your authenticator app shows now (wait for the next one if you just used this one), or an unused recovery code.',
+  },
+  invalid_passkey: {
+    status: 401,
+    description: 'The passkey’s answer did not verify: an unknown or removed passkey, a passkey of another account, an expired or already used challenge, or a signature for another site.',
+    fix: 'Ask for new options (the challenge lasts 5 minutes and works once) and try again, or sign in with your password.',
+  },
+  sign_in_expired: {
+    status: 401,
+    description: 'The second step of a sign-in came without its pending sign-in, or after its 5 minutes: the password step is remembered only in this browser, for 5 minutes.',
+    fix: 'Sign in again with your email address and password.',
+  },
   invalid_signature: {
     status: 401,
     description: 'A request to an inbound webhook (the URL that starts a run) has no `Service-Signature` header, a malformed one, a signature that does not match the body, or a timestamp more than 5 minutes from now.',
@@ -47,6 +62,11 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     status: 403,
     description: 'A request carrying the dashboard’s session cookie came from another site or origin (only the dashboard itself may use the session cookie), or a request to an MCP endpoint carried an `Origin` header naming another origin, whatever its credential (MCP transport security).',
     fix: 'Call the API with an API key (Bearer token) from other sites and from servers; MCP clients outside a browser send no `Origin`.',
+  },
+  reauthentication_required: {
+    status: 403,
+    description: 'Turning a second factor off, making new recovery codes and creating an API key from the dashboard need a recent authentication: a sign-in or a confirmation within the last 10 minutes.',
+    fix: 'Confirm your password or a second-factor code with `POST /api/me/reauthenticate`, then repeat the request.',
   },
   not_found: {
     status: 404,

@@ -1,4 +1,14 @@
-import type { AccountsTable, EmailTokensTable, SessionsTable } from '../accounts/accounts.tables.ts';
+import type {
+  AccountsTable,
+  EmailTokensTable,
+  PasskeysTable,
+  PendingSignInsTable,
+  RecoveryCodesTable,
+  SessionsTable,
+  TotpFactorsTable,
+  WebauthnChallengesTable,
+} from '../accounts/accounts.tables.ts';
+import type { SecurityLogTable } from '../security-log/security-log.tables.ts';
 import type { ApiKeysTable } from '../api-keys/api-keys.tables.ts';
 import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
 import type { EventsTable } from '../events/events.tables.ts';
@@ -35,4 +45,10 @@ export interface DB {
   billing_idempotency: BillingIdempotencyTable;
   oauth_records: OAuthRecordsTable;
   oauth_grants: OAuthGrantsTable;
+  totp_factors: TotpFactorsTable;
+  recovery_codes: RecoveryCodesTable;
+  passkeys: PasskeysTable;
+  webauthn_challenges: WebauthnChallengesTable;
+  pending_sign_ins: PendingSignInsTable;
+  security_log: SecurityLogTable;
 }

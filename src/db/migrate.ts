@@ -12,6 +12,7 @@ import * as deliveriesInPlace from './migrations/0009_deliveries_in_place.ts';
 import * as fewerKeyChecks from './migrations/0010_fewer_key_checks.ts';
 import * as realRuns from './migrations/0011_real_runs.ts';
 import * as screens from './migrations/0012_screens.ts';
+import * as secondFactor from './migrations/0013_second_factor.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -29,6 +30,7 @@ const migrations: Record<string, Migration> = {
   '0010_fewer_key_checks': fewerKeyChecks,
   '0011_real_runs': realRuns,
   '0012_screens': screens,
+  '0013_second_factor': secondFactor,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

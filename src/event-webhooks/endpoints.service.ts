@@ -9,6 +9,7 @@ import { newId } from '../shared/ids.ts';
 import { generateSigningSecret } from '../shared/secrets.ts';
 import { deleteEndpointRow, findEndpointRow, insertEndpoint, listEndpointRows, toEndpoint, updateEndpointRow, countEndpoints, type Endpoint } from './endpoints.repository.ts';
 import { announce } from '../db/signals.ts';
+import { recordSecurityEvent, type RequestOrigin } from '../security-log/security-log.ts';
 import { ALLOW_PRIVATE_TARGETS_HINT, checkHostLiteral, RefusedTargetError } from './targets.ts';
 
 export const MAX_ENDPOINTS_PER_ACCOUNT = 10;
@@ -137,11 +138,15 @@ export async function updateEndpoint(deps: Deps, accountId: string, id: string, 
  * A new signing secret, in this answer only; the old one signs nothing more.
  * @throws AppError 404 unknown endpoint.
  */
-export async function rotateSecret(deps: Deps, accountId: string, id: string): Promise<{ secret: string }> {
+export async function rotateSecret(deps: Deps, accountId: string, id: string, origin: RequestOrigin | null = null): Promise<{ secret: string }> {
   const secret = generateSigningSecret();
+  const now = deps.clock.now();
   const row = await inTransaction(deps.db, async (tx) => {
-    const updated = await updateEndpointRow(tx.db, accountId, id, { secret, updated_at: deps.clock.now() });
-    if (updated !== undefined) await announce(deps.signals, tx, `endpoint:${id}`);
+    const updated = await updateEndpointRow(tx.db, accountId, id, { secret, updated_at: now });
+    if (updated !== undefined) {
+      await announce(deps.signals, tx, `endpoint:${id}`);
+      await recordSecurityEvent(tx.db, { accountId, type: 'webhook_secret_rotated', at: now, origin, detail: { endpointId: id, url: updated.url } });
+    }
     return updated;
   });
   if (row === undefined) throw endpointNotFound();

@@ -5,6 +5,7 @@ import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/
 import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { refuseBody } from '../http/validation.ts';
 import { listDeliveries, retryDelivery, sendTestEvent, type TestSending } from './deliveries.service.ts';
+import { originOf } from '../http/request-origin.ts';
 import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, rotateSecret, updateEndpoint } from './endpoints.service.ts';
 import {
   CreatedEndpointSchema,
@@ -64,7 +65,7 @@ export const eventWebhooksRoutes: FastifyPluginAsyncTypebox<{ testSending: TestS
   app.post('/api/event-webhooks/:id/rotate-secret', {
     preValidation: refuseBody,
     schema: { tags, summary: 'New signing secret, shown once; the old one stops working', params: IdParamsSchema, response: responses({ 200: SecretSchema }) },
-  }, async (request) => rotateSecret(deps, accountIdOf(request), request.params.id));
+  }, async (request) => rotateSecret(deps, accountIdOf(request), request.params.id, originOf(request)));
 
   app.post('/api/event-webhooks/:id/test', {
     preValidation: refuseBody,

@@ -6,6 +6,7 @@ import { accountIdOf, sessionOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, NullableTimestamp, responses, Timestamp } from '../http/schemas.ts';
 import { refuseBody } from '../http/validation.ts';
+import { originOf } from '../http/request-origin.ts';
 import { MCP_SCOPE, mcpResource } from './oauth.provider.ts';
 import { allowConsent, denyConsent, describeConsent, listApplications, revokeApplication } from './oauth.service.ts';
 
@@ -109,7 +110,7 @@ export function oauthRoutes(provider: Provider): FastifyPluginAsyncTypebox {
       config: { auth: 'session' },
       preValidation: refuseBody,
       schema: { tags, summary: 'Allow the client: the account grants it MCP access', params: UidParams, response: responses({ 200: RedirectSchema }) },
-    }, async (request) => allowConsent(deps, provider, request.params.uid, sessionOf(request).accountId));
+    }, async (request) => allowConsent(deps, provider, request.params.uid, sessionOf(request).accountId, originOf(request)));
 
     app.post('/api/oauth/consent/:uid/deny', {
       config: { auth: 'session' },
@@ -131,7 +132,7 @@ export function oauthRoutes(provider: Provider): FastifyPluginAsyncTypebox {
       preValidation: refuseBody,
       schema: { tags, summary: 'Revoke a connected application: its tokens stop working at once', params: IdParamsSchema },
     }, async (request, reply) => {
-      await revokeApplication(deps, accountIdOf(request), request.params.id);
+      await revokeApplication(deps, accountIdOf(request), request.params.id, originOf(request));
       return reply.code(204).send();
     });
   };

@@ -1,6 +1,7 @@
 import type Provider from 'oidc-provider';
 import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
+import { recordSecurityEvent, type RequestOrigin } from '../security-log/security-log.ts';
 import type { BearerAuthenticator } from '../http/auth.ts';
 import { AppError, notFound } from '../http/errors.ts';
 import { MINUTE, toIso, toIsoOrNull } from '../shared/clock.ts';
@@ -77,7 +78,7 @@ export async function describeConsent(provider: Provider, uid: string): Promise<
  * then the authorization request resumes where the client's browser goes next.
  * @throws AppError 404
  */
-export async function allowConsent(deps: Deps, provider: Provider, uid: string, accountId: string): Promise<{ redirectTo: string }> {
+export async function allowConsent(deps: Deps, provider: Provider, uid: string, accountId: string, origin: RequestOrigin | null = null): Promise<{ redirectTo: string }> {
   const { interaction, client } = await pendingInteraction(provider, uid);
   const now = deps.clock.now();
   const grant = new provider.Grant({ accountId, clientId: client.id });
@@ -99,6 +100,7 @@ export async function allowConsent(deps: Deps, provider: Provider, uid: string, 
       expires_at: now + GRANT_TTL_S * 1000,
     });
     await deps.jobs.enqueue(tx, applicationConnectedMailJob, [{ payload: { accountId, clientName: client.name, redirectHost: client.redirectHost, at: toIso(now) } }]);
+    await recordSecurityEvent(tx.db, { accountId, type: 'oauth_grant_created', at: now, origin, detail: { grantId, clientName: client.name, redirectHost: client.redirectHost } });
   });
   return finish(interaction, { login: { accountId, remember: false }, consent: { grantId } });
 }
@@ -129,8 +131,11 @@ export async function listApplications(deps: Deps, accountId: string, limit: num
 }
 
 /** Ends a grant and every token of it at once. @throws AppError 404 for an unknown grant or another account's. */
-export async function revokeApplication(deps: Deps, accountId: string, grantId: string): Promise<void> {
+export async function revokeApplication(deps: Deps, accountId: string, grantId: string, origin: RequestOrigin | null = null): Promise<void> {
   const grant = await findGrant(deps.db, grantId);
   if (grant === undefined || grant.account_id !== accountId) throw notFound('The application');
-  await deleteGrantEverywhere(deps.db, grantId);
+  await inTransaction(deps.db, async (tx) => {
+    await deleteGrantEverywhere(tx.db, grantId);
+    await recordSecurityEvent(tx.db, { accountId, type: 'oauth_grant_revoked', at: deps.clock.now(), origin, detail: { grantId, clientName: grant.client_name } });
+  });
 }

@@ -32,7 +32,8 @@ describe('sign-up and sign-in', () => {
 
     const me = await ctx.app.inject({ method: 'GET', url: '/api/me', headers: asSession(cookie.value) });
     assert.equal(me.statusCode, 200);
-    assert.deepEqual(me.json(), { account });
+    // CONTRACT 17: /api/me tells of the second factors too; an account without one has none.
+    assert.deepEqual(me.json(), { account, secondFactor: { totp: false, passkeys: 0, recoveryCodesLeft: 0 } });
 
     await settled(ctx);
     const [mail] = ctx.smtp.to('alice@example.com');
