@@ -279,12 +279,36 @@ describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, re
     await page.locator('#recovery-codes').getByText('You get 10 recovery codes').waitFor();
   });
 
+  test('remove the passkey: after its confirmation it no longer signs in', async () => {
+    await openSecurity();
+    const passkeys = page.locator('#passkeys');
+    await passkeys.getByRole('button', { name: 'Remove Chromium virtual key' }).click();
+    const confirm = page.getByRole('dialog', { name: 'Remove passkey?' });
+    assert.ok(await page.evaluate(() => document.activeElement?.textContent === 'Cancel'), 'a destructive dialog starts on Cancel');
+    await confirm.getByRole('button', { name: 'Remove passkey' }).click();
+    await confirm.waitFor({ state: 'detached' });
+    await passkeys.getByText('No passkeys yet').waitFor();
+
+    await signOut();
+    await page.getByRole('button', { name: 'Use a passkey' }).click();
+    await page.getByRole('alert').waitFor();
+    assert.match(page.url(), /\/sign-in$/, 'the authenticator still holds it, the service no longer takes it');
+    await enterPassword();
+    await landed();
+  });
+
   test('the security log lists what happened, in words, with time, IP address and device, and no secret', async () => {
     await openSecurity();
     const log = page.locator('#security-log');
     await log.locator('tbody tr').first().waitFor();
+    // Everything this file did fills more than the first page.
+    for (let page = 0; page < 5 && await log.getByRole('button', { name: 'Load older entries' }).count() > 0; page++) {
+      const shown = await log.locator('tbody tr').count();
+      await log.getByRole('button', { name: 'Load older entries' }).click();
+      await log.locator('tbody tr').nth(shown).waitFor();
+    }
     const types = await log.locator('tbody tr').evaluateAll((rows) => rows.map((row) => (row as HTMLElement).dataset.type));
-    for (const type of ['sign_in', 'sign_in_failed', 'sign_out', 'totp_enabled', 'totp_disabled', 'recovery_code_used', 'passkey_added', 'api_key_created']) {
+    for (const type of ['sign_in', 'sign_in_failed', 'sign_out', 'password_reset', 'totp_enabled', 'totp_disabled', 'recovery_code_used', 'passkey_added', 'passkey_removed', 'api_key_created']) {
       assert.ok(types.includes(type), `the log shows ${type} (it shows ${types.join(', ')})`);
     }
     const signIn = log.locator('tr[data-type="sign_in"]').first();
