@@ -29,6 +29,15 @@ export async function enforceSignInLimits(deps: Deps, email: string, ip: string)
   ], deps.clock.now());
 }
 
+/**
+ * A passwordless (passkey) sign-in names no account until it is verified: it counts per IP, with password sign-ins.
+ * @throws AppError 429
+ */
+export async function enforcePasskeySignInLimit(deps: Deps, ip: string): Promise<void> {
+  if (!deps.config.rateLimit) return;
+  await enforceLimits(deps.db, [{ key: `sign-in:ip:${ip}`, limit: LIMITS.signInPerIp }], deps.clock.now());
+}
+
 /** @throws AppError 429 */
 export async function enforceSignUpLimits(deps: Deps, email: string, ip: string): Promise<void> {
   if (!deps.config.rateLimit) return;

@@ -27,6 +27,12 @@ import { recordFactorChange } from './second-factor.service.ts';
 /** How long a ceremony's challenge is good for (the options' timeout says the same to the browser). */
 export const CHALLENGE_LIFETIME_MS = 5 * MINUTE;
 const RP_NAME = 'Machine Platform';
+/**
+ * EdDSA, ES256, RS256: what passkeys use. Named here rather than left to the
+ * library, whose default first probes Web Crypto for post-quantum algorithms,
+ * and on Node 24 that probe prints an ExperimentalWarning to stderr.
+ */
+const SUPPORTED_ALGORITHMS = [-8, -7, -257];
 
 export interface PasskeyView {
   id: string;
@@ -61,6 +67,7 @@ export async function passkeyRegistrationOptions(deps: Deps, accountId: string, 
     userID: new TextEncoder().encode(account.id),
     timeout: CHALLENGE_LIFETIME_MS,
     attestationType: 'none',
+    supportedAlgorithmIDs: SUPPORTED_ALGORITHMS,
     excludeCredentials: existing.map((row) => ({ id: row.credential_id, transports: transportsOf(row) })),
     // Discoverable, so that the passkey can also sign in without the email and password.
     authenticatorSelection: { residentKey: 'required', userVerification: 'preferred' },
@@ -92,6 +99,7 @@ export async function registerPasskey(
     expectedOrigin: party.origin,
     expectedRPID: party.rpID,
     requireUserVerification: false,
+    supportedAlgorithmIDs: SUPPORTED_ALGORITHMS,
   }).catch(() => ({ verified: false as const }));
   if (!verification.verified) throw invalidRequest('The passkey could not be verified: ask for new options and try again.');
   const { credential } = verification.registrationInfo;

@@ -3,7 +3,7 @@ import type { DB } from '../db/database.ts';
 import { announce } from '../db/signals.ts';
 import { inTransaction, type Tx } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
-import { invalidRequest } from '../http/errors.ts';
+import { invalidRequest, notFound } from '../http/errors.ts';
 import { recordSecurityEvent, type RequestOrigin, type SecurityDetail } from '../security-log/security-log.ts';
 import { toIso } from '../shared/clock.ts';
 import { wrongCurrentPassword } from './accounts.errors.ts';
@@ -25,7 +25,6 @@ import {
   useTotpStep,
 } from './second-factor.repository.ts';
 import { isTotpCodeShaped, newTotpSecret, otpauthUrl, qrCodeSvg, totpStepOf } from './totp.ts';
-import { notFound } from '../http/errors.ts';
 
 export interface TotpEnrolment {
   secret: string;

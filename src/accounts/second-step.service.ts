@@ -8,16 +8,14 @@ import type { Deps } from '../deps.ts';
 import { recordSecurityEvent, type RequestOrigin } from '../security-log/security-log.ts';
 import { MINUTE } from '../shared/clock.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
-import { enforceSignInLimits, LIMITS } from './accounts.limits.ts';
-import { publicAccount, type Account } from './accounts.repository.ts';
+import { enforcePasskeySignInLimit, enforceSignInLimits } from './accounts.limits.ts';
+import { findAccountById, publicAccount, type Account } from './accounts.repository.ts';
 import { listPasskeyRows } from './passkeys.repository.ts';
 import { passkeyAuthenticationOptions, verifyPasskeyAssertion } from './passkeys.service.ts';
 import { invalidCode, invalidPasskey, signInExpired } from './second-factor.errors.ts';
 import { deletePendingSignIn, findPendingSignIn, insertPendingSignIn } from './second-factor.repository.ts';
 import { useSecondFactorCode } from './second-factor.service.ts';
 import { createSession } from './sessions.service.ts';
-import { findAccountById } from './accounts.repository.ts';
-import { enforceLimits } from '../rate-limits/rate-limiter.ts';
 
 /** CONTRACT 17: the password step is remembered this long, in this browser only. */
 export const PENDING_SIGN_IN_MS = 5 * MINUTE;
@@ -100,12 +98,6 @@ export async function completeSecondStep(
   });
   if (session === null) throw signInExpired();
   return { account: publicAccount(account), sessionToken: session.token };
-}
-
-/** Not in the contract: passwordless sign-in attempts per IP, like password sign-ins (`LIMITS.signInPerIp`). */
-async function enforcePasskeySignInLimit(deps: Deps, ip: string): Promise<void> {
-  if (!deps.config.rateLimit) return;
-  await enforceLimits(deps.db, [{ key: `sign-in:ip:${ip}`, limit: LIMITS.signInPerIp }], deps.clock.now());
 }
 
 const passkeySignInBinding = (browserToken: string) => `sign-in:${hashToken(browserToken)}`;

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
-import { asBearer, asSession, createApiKey, createTestApp, registerUser, settled, type TestContext, type TestUser } from '../support/app.ts';
+import { asBearer, asSession, createApiKey, createTestApp, reauthenticate, registerUser, settled, type TestContext, type TestUser } from '../support/app.ts';
 import { assertProblem } from '../support/problem.ts';
 import { answerConsent, connectApplication, mcpCall, pkcePair, REDIRECT_URI, registerClient, startAuthorization, tokenRequest } from '../support/oauth.ts';
 
@@ -186,6 +186,7 @@ describe('OAuth 2.1 for /api/mcp: authorization code with PKCE, resource-bound t
     test('an access token on /api/keys or on a machine\'s MCP endpoint (403 forbidden); an API key still works on /api/mcp', async () => {
       const tokens = await connectApplication(ctx, user, await registerClient(ctx));
       assertProblem(await ctx.app.inject({ method: 'GET', url: '/api/keys', headers: asBearer(tokens.access_token) }), 403, 'forbidden');
+      await reauthenticate(ctx, user); // the clock has moved an hour on (the expired-token test): a key needs a recent sign-in
       const key = await createApiKey(ctx, user);
       const machine = await ctx.app.inject({ method: 'POST', url: '/api/machines', headers: asBearer(key), payload: { name: 'oauth-target' } });
       assert.equal(machine.statusCode, 201, machine.body);
@@ -201,6 +202,7 @@ describe('OAuth 2.1 for /api/mcp: authorization code with PKCE, resource-bound t
         assertProblem(await ctx.app.inject({ method: 'POST', url, headers }), 403, 'cross_site');
       }
       assertProblem(await ctx.app.inject({ method: 'POST', url, headers: { origin: ctx.config.publicUrl } }), 401, 'unauthenticated');
+      await reauthenticate(ctx, user);
       const key = await createApiKey(ctx, user);
       assertProblem(await ctx.app.inject({ method: 'POST', url, headers: asBearer(key) }), 403, 'forbidden');
       assertProblem(await ctx.app.inject({ method: 'GET', url: '/api/oauth/consent/unknown-uid', headers: asSession(user.session, ctx.config.publicUrl) }), 404, 'not_found');

@@ -175,6 +175,12 @@ export async function signIn(
   return sessionCookieOf(response);
 }
 
+/** Confirms the user's password in their session (CONTRACT 17): what a test does when its clock has moved past the 10 minutes of recent authentication. */
+export async function reauthenticate(ctx: TestContext, user: Pick<TestUser, 'session' | 'password'>): Promise<void> {
+  const response = await ctx.app.inject({ method: 'POST', url: '/api/me/reauthenticate', headers: asSession(user.session, ctx.config.publicUrl), payload: { password: user.password } });
+  if (response.statusCode !== 200) throw new Error(`reauthentication failed: ${response.statusCode} ${response.body}`);
+}
+
 export async function createApiKey(ctx: TestContext, user: TestUser, name = 'test key'): Promise<string> {
   const response = await ctx.app.inject({ method: 'POST', url: '/api/keys', headers: asSession(user.session, ctx.config.publicUrl), payload: { name } });
   if (response.statusCode !== 201) throw new Error(`key creation failed: ${response.statusCode} ${response.body}`);
