@@ -349,6 +349,42 @@ describe('dashboard in Chromium: authenticator app, recovery codes, passkeys, re
     assert.match(await old.innerText(), /203\.0\.113\.7/);
   });
 
+  test('passkeys work in a browser without the WebAuthn JSON helpers (the page converts the binary fields itself)', async () => {
+    const other = await registerUser(live, { name: 'Dorothy Vaughan' });
+    const oldContext = await newContext(browser);
+    try {
+      await useSession(oldContext, live, other.session);
+      // What a browser before PublicKeyCredential.parseCreationOptionsFromJSON and toJSON() offers.
+      await oldContext.addInitScript(() => {
+        const credential = PublicKeyCredential as unknown as Record<string, unknown>;
+        delete credential.parseCreationOptionsFromJSON;
+        delete credential.parseRequestOptionsFromJSON;
+        delete (PublicKeyCredential.prototype as unknown as Record<string, unknown>).toJSON;
+      });
+      const oldPage = await oldContext.newPage();
+      problems.push(...watchConsole(oldPage));
+      const oldCdp = await oldContext.newCDPSession(oldPage);
+      await oldCdp.send('WebAuthn.enable', { enableUI: false });
+      await oldCdp.send('WebAuthn.addVirtualAuthenticator', {
+        options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
+      });
+      await oldPage.goto(`${live.baseUrl}/account/security`);
+      assert.equal(await oldPage.evaluate(() => typeof (PublicKeyCredential as unknown as Record<string, unknown>).parseCreationOptionsFromJSON), 'undefined');
+      await oldPage.locator('#passkeys').getByRole('button', { name: 'Add a passkey' }).click();
+      const dialog = oldPage.getByRole('dialog', { name: 'Add a passkey' });
+      await dialog.getByRole('textbox', { name: 'Name' }).fill('Older browser');
+      await dialog.getByRole('button', { name: 'Continue' }).click();
+      await oldPage.locator('#passkeys tr', { hasText: 'Older browser' }).waitFor();
+      await oldPage.getByRole('button', { name: 'Sign out' }).click();
+      await oldPage.waitForURL(`${live.baseUrl}/sign-in`);
+      await oldPage.getByRole('button', { name: 'Use a passkey' }).click();
+      await oldPage.waitForURL(`${live.baseUrl}/machines`);
+      await oldPage.locator('.usermenu__email', { hasText: other.email }).waitFor();
+    } finally {
+      await oldContext.close();
+    }
+  });
+
   test('the Security page fits 375 to 1280 px, names every control, shows focus and keeps contrast, with and without a dialog', async () => {
     const found: string[] = [];
     for (const width of LAYOUT_WIDTHS) {

@@ -16,7 +16,8 @@ export async function promptReauthentication() {
     let useCode = false;
     const password = field({ label: 'Password', name: 'password', type: 'password', autocomplete: 'current-password', required: true });
     const code = field({
-      label: 'Authentication code', name: 'code', autocomplete: 'one-time-code', inputmode: 'numeric', required: true, mono: true, maxlength: 32,
+      // No numeric keypad: a recovery code has letters.
+      label: 'Authentication code', name: 'code', autocomplete: 'one-time-code', required: true, mono: true, maxlength: 32,
       hint: 'The 6-digit code from your authenticator app, or a recovery code.',
     });
     password.input.setAttribute('data-autofocus', '');
