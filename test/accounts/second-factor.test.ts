@@ -86,6 +86,8 @@ describe('second factor', () => {
   test('TOTP: enrol and confirm; after signing out, sign-in needs a code; wrong, reused and stale codes are refused and counted by the rate limit', async () => {
     const user = await registerUser(ctx);
     const ip = newIp();
+    const apiKey: string = (await call('POST', '/api/keys', { session: user.session, payload: { name: 'cached' } })).json().key;
+    assert.deepEqual((await call('GET', '/api/me', { bearer: apiKey })).json().secondFactor, { totp: false, passkeys: 0, recoveryCodesLeft: 0 });
     const started = await call('POST', '/api/me/totp', { session: user.session });
     assert.equal(started.statusCode, 200);
     const { secret, otpauthUrl, qrSvg } = started.json();
@@ -108,6 +110,8 @@ describe('second factor', () => {
     assert.equal(recoveryCodes.length, 10);
     assert.equal(new Set(recoveryCodes).size, 10);
     assert.deepEqual((await me(user.session)).secondFactor, { totp: true, passkeys: 0, recoveryCodesLeft: 10 });
+    // An API key reads its owner with itself (and caches it): the change reaches it at once.
+    assert.deepEqual((await call('GET', '/api/me', { bearer: apiKey })).json().secondFactor, { totp: true, passkeys: 0, recoveryCodesLeft: 10 });
     assertProblem(await call('POST', '/api/me/totp', { session: user.session }), 409, 'conflict');
     await settled(ctx);
     assert.ok(ctx.smtp.to(user.email).some((mail) => mail.subject === 'Two-factor authentication was turned on'));
