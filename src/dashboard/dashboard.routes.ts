@@ -18,6 +18,7 @@ export const PAGE_PATHS = [
   '/reset-password',
   '/verify-email',
   '/account',
+  '/account/security',
   '/account/sessions',
   '/account/api-keys',
   '/account/applications',

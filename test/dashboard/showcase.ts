@@ -83,6 +83,6 @@ export async function seedShowcase(live: LiveApp): Promise<Showcase> {
     machineId: running.id,
     runId: run.id,
     guestPaths: ['/sign-in', '/sign-up', '/forgot-password', '/reset-password?token=not-a-real-token', '/verify-email?token=not-a-real-token', '/no-such-page', '/docs/errors'],
-    userPaths: ['/machines', `/machines/${running.id}`, '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/sessions', '/account/api-keys', '/billing', '/events'],
+    userPaths: ['/machines', `/machines/${running.id}`, '/event-webhooks', `/event-webhooks/${endpointId}`, '/account', '/account/security', '/account/sessions', '/account/api-keys', '/billing', '/events'],
   };
 }

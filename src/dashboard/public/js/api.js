@@ -20,7 +20,36 @@ export class ApiError extends Error {
 /** Fired when the session is gone (signed out elsewhere, expired, password reset). */
 export const SESSION_ENDED = 'dashboard:session-ended';
 
+/** The code of a 403 for an action that needs the password or a code entered in the last minutes. */
+export const REAUTHENTICATION_REQUIRED = 'reauthentication_required';
+
+/** @type {(() => Promise<boolean>) | null} */
+let reauthenticationPrompt = null;
+/** @type {Promise<boolean> | null} */
+let pendingPrompt = null;
+
 /**
+ * Who asks for the password or a code when an action needs a recent
+ * authentication (reauth.js): resolves true once the API renewed it.
+ * @param {() => Promise<boolean>} prompt
+ */
+export function setReauthenticationPrompt(prompt) {
+  reauthenticationPrompt = prompt;
+}
+
+/** One prompt at a time, however many requests were refused together. */
+function askToReauthenticate() {
+  if (reauthenticationPrompt === null) return Promise.resolve(false);
+  pendingPrompt ??= reauthenticationPrompt().finally(() => {
+    pendingPrompt = null;
+  });
+  return pendingPrompt;
+}
+
+/**
+ * An action the API refuses with `403 reauthentication_required` (turning a
+ * factor off, new recovery codes, a new API key) asks for the password or a
+ * code, then is sent once more; cancelling the prompt throws the refusal.
  * @param {'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'} method
  * @param {string} path  starts with /api/
  * @param {unknown} [body]  sent as JSON when given
@@ -38,7 +67,16 @@ export async function api(method, path, body, extraHeaders = {}, options = {}) {
     headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const response = await send(path, init);
+  let response;
+  try {
+    response = await send(path, init);
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.code !== REAUTHENTICATION_REQUIRED) throw error;
+    if (!(await askToReauthenticate())) {
+      throw new ApiError(error.status, error.code, error.title, 'Nothing was changed: this needs you to confirm it is you (your password or a code) first.');
+    }
+    response = await send(path, init);
+  }
   if (response.status === 204) return null;
   const text = await response.text();
   try {
@@ -97,6 +135,8 @@ async function send(path, init) {
 /** The sentence to show for any error a page catches. @param {unknown} error */
 export function messageOf(error) {
   if (error instanceof ApiError) return readableDetail(error.message);
+  // A passkey the browser could not use (webauthn.js) says why in a sentence of its own.
+  if (error instanceof Error && error.name === 'PasskeyError') return error.message;
   return 'Something went wrong in the dashboard. Reload the page and try again.';
 }
 

@@ -141,6 +141,7 @@ export function pageHeader({ title, description, actions, breadcrumb, oneLine = 
 
 const ACCOUNT_SECTIONS = [
   { href: '/account', label: 'Profile' },
+  { href: '/account/security', label: 'Security' },
   { href: '/account/sessions', label: 'Sessions' },
   { href: '/account/api-keys', label: 'API keys' },
   { href: '/account/applications', label: 'Connected applications' },

@@ -1,3 +1,4 @@
+import './reauth.js';
 import { startRouter } from './router.js';
 
 startRouter();

@@ -9,6 +9,7 @@ import { consentPage } from './pages/consent.js';
 import { forgotPasswordPage, resetPasswordPage, signInPage, signUpPage, verifyEmailPage } from './pages/auth.js';
 import { machinePage } from './pages/machine.js';
 import { machinesPage } from './pages/machines.js';
+import { securityPage } from './pages/security.js';
 import { sessionsPage } from './pages/sessions.js';
 import { webhookPage } from './pages/webhook.js';
 import { webhooksPage } from './pages/webhooks.js';
@@ -45,6 +46,7 @@ export const ROUTES = [
   { path: '/reset-password', access: 'public', title: 'Choose a new password', page: resetPasswordPage },
   { path: '/verify-email', access: 'public', title: 'Confirm your email address', page: verifyEmailPage },
   { path: '/account', access: 'user', title: 'Account', narrow: true, page: accountPage },
+  { path: '/account/security', access: 'user', title: 'Security', narrow: true, page: securityPage },
   { path: '/account/sessions', access: 'user', title: 'Sessions', narrow: true, page: sessionsPage },
   { path: '/account/api-keys', access: 'user', title: 'API keys', narrow: true, page: apiKeysPage },
   { path: '/account/applications', access: 'user', title: 'Connected applications', narrow: true, page: applicationsPage },

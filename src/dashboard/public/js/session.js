@@ -33,3 +33,17 @@ export function setAccount(account) {
 export function currentAccount() {
   return current ?? null;
 }
+
+/**
+ * @typedef {{ totp: boolean, passkeys: number, recoveryCodesLeft: number }} SecondFactor
+ */
+
+/**
+ * The account's second factors, read afresh (they change on the Security page).
+ * @returns {Promise<SecondFactor>}
+ */
+export async function loadSecondFactor() {
+  const answer = await api('GET', '/api/me');
+  const factors = answer?.secondFactor ?? answer?.account?.secondFactor ?? {};
+  return { totp: factors.totp === true, passkeys: Number(factors.passkeys ?? 0), recoveryCodesLeft: Number(factors.recoveryCodesLeft ?? 0) };
+}

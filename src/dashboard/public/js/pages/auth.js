@@ -5,6 +5,7 @@ import { alertBox, h, replace } from '../dom.js';
 import { field, mustMatch, simpleForm } from '../forms.js';
 import { navigate, nextPath, setFlash } from '../navigation.js';
 import { loadAccount, setAccount } from '../session.js';
+import { passkeysSupported, usePasskey } from '../webauthn.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
 
@@ -17,7 +18,8 @@ function heading(text) {
 
 /** @param {PageContext} context */
 export function signInPage({ query }) {
-  const email = field({ label: 'Email address', name: 'email', type: 'email', autocomplete: 'username', required: true });
+  const container = h('div');
+  const email = field({ label: 'Email address', name: 'email', type: 'email', autocomplete: 'username webauthn', required: true });
   const password = field({
     label: 'Password', name: 'password', type: 'password', autocomplete: 'current-password', required: true,
     aside: h('a', { href: '/forgot-password' }, 'Forgot password?'),
@@ -29,16 +31,138 @@ export function signInPage({ query }) {
     block: true,
     onSubmit: async () => {
       const answer = await api('POST', '/api/auth/login', { email: email.input.value.trim(), password: password.input.value });
-      setAccount(answer.account);
-      await navigate(nextPath(query));
+      if (answer?.secondFactor?.required) {
+        replace(container, ...secondFactorStep(query, answer.secondFactor.methods ?? []));
+        container.querySelector('h1')?.focus();
+        return;
+      }
+      await signedIn(answer, query);
     },
   });
-  return [
+  replace(container,
     heading('Sign in'),
     h('p', { class: 'intro' }, 'Welcome back. Sign in to manage your machines, event webhooks and API keys.'),
     form,
-    h('p', { class: 'auth__footer' }, 'New to Machine Platform? ', h('a', { href: '/sign-up' }, 'Create an account')),
+    passkeysSupported() ? passkeySignIn(query) : null,
+    h('p', { class: 'auth__footer' }, 'New to Machine Platform? ', h('a', { href: '/sign-up' }, 'Create an account')));
+  return container;
+}
+
+/** @param {any} answer  the API's {account} @param {URLSearchParams} query */
+async function signedIn(answer, query) {
+  setAccount(answer.account);
+  await navigate(nextPath(query));
+}
+
+/**
+ * Signing in with a passkey: no address, no password; the browser offers the
+ * passkeys it holds for this site, and the API signs in the account of the one
+ * chosen. (The button says "Use a passkey": a name with "Sign in" in it would
+ * read as a second "Sign in" button.)
+ * @param {URLSearchParams} query
+ */
+function passkeySignIn(query) {
+  const error = h('div');
+  const hint = h('p', { class: 'field__hint', id: 'passkey-sign-in-hint' }, 'Sign in without your password, with a passkey saved on this device or a security key.');
+  const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--block', 'aria-describedby': hint.id }, 'Use a passkey'));
+  button.addEventListener('click', async () => {
+    if (button.getAttribute('aria-busy') === 'true') return;
+    replace(error);
+    button.setAttribute('aria-busy', 'true');
+    button.disabled = true;
+    try {
+      const options = await api('POST', '/api/auth/passkey/options');
+      const response = await usePasskey(options?.options ?? options);
+      await signedIn(await api('POST', '/api/auth/passkey', { response }), query);
+    } catch (caught) {
+      replace(error, alertBox('error', messageOf(caught)));
+    } finally {
+      button.removeAttribute('aria-busy');
+      button.disabled = false;
+    }
+  });
+  return h('div', { class: 'form mt-3' }, h('p', { class: 'divider' }, 'or'), error, button, hint);
+}
+
+/**
+ * The second step of signing in to an account with a second factor: the
+ * password was right, and the API holds a pending sign-in (5 minutes) that a
+ * code from the authenticator app, a recovery code or a passkey completes.
+ * @param {URLSearchParams} query
+ * @param {string[]} methods  "totp", "recovery", "passkey"
+ * @param {string} [lead]  what happened before this step (a reset password)
+ */
+function secondFactorStep(query, methods, lead) {
+  let recovery = !methods.includes('totp');
+  const title = heading('Two-step verification');
+  const intro = h('p', { class: 'intro' });
+  const code = field({ label: 'Authentication code', name: 'code', autocomplete: 'one-time-code', required: true, mono: true, maxlength: 32 });
+  const hint = h('div', { class: 'field__hint', id: `${code.input.id}-hint` });
+  code.wrapper.append(hint);
+  code.input.setAttribute('aria-describedby', hint.id);
+  const label = /** @type {HTMLLabelElement} */ (code.wrapper.querySelector('label'));
+  const switchButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'link-button' }));
+  const show = () => {
+    label.textContent = recovery ? 'Recovery code' : 'Authentication code';
+    intro.textContent = recovery
+      ? 'Enter one of the recovery codes you saved when you set up two-step verification. Each code works once.'
+      : 'Enter the 6-digit code from your authenticator app.';
+    hint.textContent = recovery ? 'For example xxxxx-xxxxx.' : 'The code changes every 30 seconds.';
+    if (recovery) code.input.removeAttribute('inputmode');
+    else code.input.setAttribute('inputmode', 'numeric');
+    switchButton.textContent = recovery ? 'Use your authenticator app instead' : 'Use a recovery code instead';
+  };
+  switchButton.addEventListener('click', () => {
+    recovery = !recovery;
+    code.input.value = '';
+    show();
+    code.input.focus();
+  });
+  show();
+  const { form } = simpleForm({
+    label: 'Two-step verification',
+    fields: [code.wrapper],
+    submitLabel: 'Verify',
+    block: true,
+    onSubmit: async () => {
+      const value = recovery ? code.input.value.trim() : code.input.value.replace(/\s+/g, '');
+      await signedIn(await api('POST', '/api/auth/login/second-factor', { code: value }), query);
+    },
+  });
+  const others = [];
+  if (methods.includes('totp') && methods.includes('recovery')) others.push(h('p', null, switchButton));
+  if (methods.includes('passkey') && passkeysSupported()) others.push(passkeySecondFactor(query));
+  return [
+    title,
+    lead ? alertBox('success', lead) : null,
+    intro,
+    form,
+    others.length > 0 ? h('div', { class: 'form mt-3' }, others) : null,
+    h('p', { class: 'auth__footer' }, h('a', { href: `/sign-in${location.search}` }, 'Back to sign in')),
   ];
+}
+
+/** The passkey as the second step. @param {URLSearchParams} query */
+function passkeySecondFactor(query) {
+  const error = h('div');
+  const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--block' }, 'Use a passkey'));
+  button.addEventListener('click', async () => {
+    if (button.getAttribute('aria-busy') === 'true') return;
+    replace(error);
+    button.setAttribute('aria-busy', 'true');
+    button.disabled = true;
+    try {
+      const options = await api('POST', '/api/auth/login/second-factor/options');
+      const passkey = await usePasskey(options?.options ?? options);
+      await signedIn(await api('POST', '/api/auth/login/second-factor', { passkey }), query);
+    } catch (caught) {
+      replace(error, alertBox('error', messageOf(caught)));
+    } finally {
+      button.removeAttribute('aria-busy');
+      button.disabled = false;
+    }
+  });
+  return h('div', { class: 'form' }, error, button);
 }
 
 export function signUpPage() {
@@ -108,6 +232,7 @@ export function resetPasswordPage({ query }) {
   const password = field({ label: 'New password', name: 'password', type: 'password', autocomplete: 'new-password', required: true, ...PASSWORD_RULE });
   const confirmation = field({ label: 'Repeat the new password', name: 'confirmation', type: 'password', autocomplete: 'new-password', required: true });
   mustMatch(password.input, confirmation.input);
+  const container = h('div');
   const { form } = simpleForm({
     label: 'Choose a new password',
     fields: [password.wrapper, confirmation.wrapper],
@@ -115,18 +240,26 @@ export function resetPasswordPage({ query }) {
     block: true,
     onSubmit: async () => {
       const answer = await api('POST', '/api/auth/reset', { token, password: password.input.value });
+      if (answer?.secondFactor?.required) {
+        // A new password does not get past the second factor: the reset asks for it before it signs in.
+        history.replaceState(null, '', location.pathname);
+        setFlash({ kind: 'success', text: 'Your password is changed and every other session was signed out.' });
+        replace(container, ...secondFactorStep(new URLSearchParams(), answer.secondFactor.methods ?? [], 'Your password is changed. To sign in, confirm it is you with your second factor.'));
+        container.querySelector('h1')?.focus();
+        return;
+      }
       setAccount(answer.account);
       setFlash({ kind: 'success', text: 'Your password is changed and you are signed in. Every other session was signed out.' });
       // Replaces the entry that holds the used token: Back does not bring it up again.
       await navigate('/', { replace: true });
     },
   });
-  return [
+  replace(container,
     heading('Choose a new password'),
     h('p', { class: 'intro' }, 'Setting a new password signs out every other session of your account.'),
     form,
-    footer,
-  ];
+    footer);
+  return container;
 }
 
 /**
