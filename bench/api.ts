@@ -1,6 +1,8 @@
 // npm run bench:api — GET /api/me with an API key against a bare Fastify route answering the same JSON,
-// and /healthz latency during a burst of 50 concurrent sign-ins (argon2id at full cost).
+// /healthz latency during a burst of 50 concurrent sign-ins (argon2id at full cost), and a sign-in with an
+// authenticator-app code against one with the password alone.
 import autocannon from 'autocannon';
+import { totpCodeAt } from '../src/accounts/totp.ts';
 import { cpuMicros, percentile, ratioLine, startChild, type Child } from './support.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -77,4 +79,44 @@ const p99 = percentile(healthz, 99);
 const allSignedIn = signIns.every((status) => status === 200);
 console.log(`  50 concurrent sign-ins took ${Math.round(burstMs)} ms (${allSignedIn ? 'all 200' : `statuses ${[...new Set(signIns)].join(',')}`});`);
 console.log(`    /healthz meanwhile: ${healthz.length} requests, p50 ${percentile(healthz, 50).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms (target ≤ 50) ${p99 <= 50 && allSignedIn ? 'PASS' : 'BELOW TARGET'}`);
+
+// Sign-ins one at a time, alternating: the password alone, then the password and an authenticator-app code
+// (a second request). Each account with the app signs in once: a code is accepted once, so one account
+// could sign in only once per 30-second step.
+const cookieOf = (response: Response, name: string) => response.headers.getSetCookie().find((cookie) => cookie.startsWith(`${name}=`))?.split(';')[0];
+async function withTotp(index: number): Promise<{ email: string; secret: string }> {
+  const email = `bench-totp-${index}@example.com`;
+  const registered = await post(`${serviceUrl}/api/auth/register`, { email, password: 'correct horse battery', name: 'Bench' });
+  const cookie = cookieOf(registered, 'session')!;
+  const { secret } = (await (await post(`${serviceUrl}/api/me/totp`, {}, { cookie })).json()) as { secret: string };
+  const confirmed = await post(`${serviceUrl}/api/me/totp/confirm`, { code: totpCodeAt(secret, Date.now()) }, { cookie });
+  if (confirmed.status !== 200) throw new Error(`confirm: ${confirmed.status} ${await confirmed.text()}`);
+  return { email, secret };
+}
+async function timedSignIn(email: string, secret?: string): Promise<{ ms: number; cpu: number }> {
+  const cpuBefore = cpuMicros(service.process.pid);
+  const started = performance.now();
+  const password = await post(`${serviceUrl}/api/auth/login`, { email, password: 'correct horse battery' });
+  let signedIn = password;
+  if (secret !== undefined) {
+    // The next step's code: the confirmation used this one's.
+    signedIn = await post(`${serviceUrl}/api/auth/login/second-factor`, { code: totpCodeAt(secret, Date.now() + 30_000) }, { cookie: cookieOf(password, 'sign-in')! });
+  }
+  if (signedIn.status !== 200 || cookieOf(signedIn, 'session') === undefined) throw new Error(`sign-in: ${signedIn.status} ${await signedIn.text()}`);
+  return { ms: performance.now() - started, cpu: cpuMicros(service.process.pid) - cpuBefore };
+}
+const SIGN_INS = 12;
+const totpAccounts = [];
+for (let i = 0; i < SIGN_INS; i++) totpAccounts.push(await withTotp(i));
+const passwordOnly: Array<{ ms: number; cpu: number }> = [];
+const twoSteps: Array<{ ms: number; cpu: number }> = [];
+for (const account of totpAccounts) {
+  passwordOnly.push(await timedSignIn('bench@example.com'));
+  twoSteps.push(await timedSignIn(account.email, account.secret));
+}
+const median = (values: number[]) => percentile(values, 50);
+const passwordMs = median(passwordOnly.map((run) => run.ms));
+const twoStepMs = median(twoSteps.map((run) => run.ms));
+console.log(`  sign-in, one at a time (${SIGN_INS} each, alternating): password alone p50 ${passwordMs.toFixed(1)} ms, server CPU ${(median(passwordOnly.map((run) => run.cpu)) / 1000).toFixed(1)} ms;`);
+console.log(`    with an authenticator-app code p50 ${twoStepMs.toFixed(1)} ms, server CPU ${(median(twoSteps.map((run) => run.cpu)) / 1000).toFixed(1)} ms: ${(twoStepMs / passwordMs).toFixed(2)}× the password alone`);
 await service.stop();
