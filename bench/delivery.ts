@@ -184,6 +184,8 @@ async function latencyAt(eventsPerSecond: number, seconds: number, service: { ap
   await receiver.request({ cmd: 'reset' });
   await receiver.request({ cmd: 'record' });
   const emittedAt = new Map<string, number>();
+  /** How long each emit's own transaction took: what the database and its pool add, apart from the delivery. */
+  const committed: number[] = [];
   const total = eventsPerSecond * seconds;
   const interval = 1000 / eventsPerSecond;
   const started = performance.now();
@@ -193,13 +195,18 @@ async function latencyAt(eventsPerSecond: number, seconds: number, service: { ap
     const wait = due - performance.now();
     if (wait > 1) await sleep(wait);
     const at = epochNow();
-    inFlight.push(emit(service.app, service.accountId, type).then((event) => emittedAt.set(event.id, at)));
+    inFlight.push(
+      emit(service.app, service.accountId, type).then((event) => {
+        emittedAt.set(event.id, at);
+        committed.push(epochNow() - at);
+      }),
+    );
   }
   await Promise.all(inFlight);
   await waitForCount(total);
   const { receipts } = await receiver.request<{ receipts: Array<[string, number]> }>({ cmd: 'stats' });
   const latencies = receipts.filter(([id]) => emittedAt.has(id)).map(([id, at]) => at - emittedAt.get(id)!);
-  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), count: latencies.length };
+  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), count: latencies.length, commitP99: percentile(committed, 99) };
 }
 
 /** 100,000 deliveries pending for a dead receiver, written in bulk (setup, not measured). */
@@ -297,8 +304,8 @@ const cold = await latencyAt(500, 10, latencyService);
 const latency = await latencyAt(500, 10, latencyService);
 await latencyService.close();
 const latencyOk = latency.p50 <= 10 && latency.p99 <= 20;
-console.log(`  at 500 events/s for 10 s: event-to-receipt p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms (targets ≤ 10, ≤ 20) ${latencyOk ? 'PASS' : 'BELOW TARGET'}`);
-console.log(`    the 10 s before, from the service's start: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms`);
+console.log(`  at 500 events/s for 10 s: event-to-receipt p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms (targets ≤ 10, ≤ 20) ${latencyOk ? 'PASS' : 'BELOW TARGET'}; the emit's commit p99 ${latency.commitP99.toFixed(1)} ms`);
+console.log(`    the 10 s before, from the service's start: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms; the emit's commit p99 ${cold.commitP99.toFixed(1)} ms`);
 
 const dead = await deadReceiverScenario();
 const deadOk = dead.maxRssMb < 300 && dead.latency.p99 <= 100;
