@@ -62,24 +62,11 @@ async function signedIn(answer, query) {
  * @param {URLSearchParams} query
  */
 function passkeySignIn(query) {
-  const error = h('div');
   const hint = h('p', { class: 'field__hint', id: 'passkey-sign-in-hint' }, 'Sign in without your password, with a passkey saved on this device or a security key.');
-  const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--block', 'aria-describedby': hint.id }, 'Use a passkey'));
-  button.addEventListener('click', async () => {
-    if (button.getAttribute('aria-busy') === 'true') return;
-    replace(error);
-    button.setAttribute('aria-busy', 'true');
-    button.disabled = true;
-    try {
-      const options = await api('POST', '/api/auth/passkey/options');
-      const response = await usePasskey(options?.options ?? options);
-      await signedIn(await api('POST', '/api/auth/passkey', { response }), query);
-    } catch (caught) {
-      replace(error, alertBox('error', messageOf(caught)));
-    } finally {
-      button.removeAttribute('aria-busy');
-      button.disabled = false;
-    }
+  const { button, error } = passkeyButton({ 'aria-describedby': hint.id }, async () => {
+    const options = await api('POST', '/api/auth/passkey/options');
+    const response = await usePasskey(options?.options ?? options);
+    await signedIn(await api('POST', '/api/auth/passkey', { response }), query);
   });
   return h('div', { class: 'form mt-3' }, h('p', { class: 'divider' }, 'or'), error, button, hint);
 }
@@ -144,17 +131,29 @@ function secondFactorStep(query, methods, lead) {
 
 /** The passkey as the second step. @param {URLSearchParams} query */
 function passkeySecondFactor(query) {
+  const { button, error } = passkeyButton({}, async () => {
+    const options = await api('POST', '/api/auth/login/second-factor/options');
+    const passkey = await usePasskey(options?.options ?? options);
+    await signedIn(await api('POST', '/api/auth/login/second-factor', { passkey }), query);
+  });
+  return h('div', { class: 'form' }, error, button);
+}
+
+/**
+ * A "Use a passkey" button that runs `use` once at a time, busy meanwhile, and shows what went wrong above it.
+ * @param {Record<string, string>} attributes
+ * @param {() => Promise<void>} use
+ */
+function passkeyButton(attributes, use) {
   const error = h('div');
-  const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--block' }, 'Use a passkey'));
+  const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--block', ...attributes }, 'Use a passkey'));
   button.addEventListener('click', async () => {
     if (button.getAttribute('aria-busy') === 'true') return;
     replace(error);
     button.setAttribute('aria-busy', 'true');
     button.disabled = true;
     try {
-      const options = await api('POST', '/api/auth/login/second-factor/options');
-      const passkey = await usePasskey(options?.options ?? options);
-      await signedIn(await api('POST', '/api/auth/login/second-factor', { passkey }), query);
+      await use();
     } catch (caught) {
       replace(error, alertBox('error', messageOf(caught)));
     } finally {
@@ -162,7 +161,7 @@ function passkeySecondFactor(query) {
       button.disabled = false;
     }
   });
-  return h('div', { class: 'form' }, error, button);
+  return { button, error };
 }
 
 export function signUpPage() {
