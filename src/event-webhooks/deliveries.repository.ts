@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import { dialectOf, type DialectName } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
-import { batchSelect, batchValues, cachedText, insertRows, joinsBatch, placeholders, type AnyRowsPerSourceRow, type Columns } from '../db/batch.ts';
+import { batchSelect, batchValues, cachedText, insertRows, joinsBatch, placeholders, type AnyRows, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import { newId } from '../shared/ids.ts';
@@ -87,9 +87,9 @@ export async function insertDeliveries(db: Kysely<DB>, rows: readonly Deliveries
   await insertRows(db, 'deliveries', COLUMNS, rows);
 }
 
-/** A delivery like `template` for each endpoint a write's source chooses (its `id` and `lane` columns: the delivery's id, its endpoint), stored along with their event and jobs. */
-export function deliveriesEach(template: DeliveriesTable): AnyRowsPerSourceRow {
-  return { table: 'deliveries', columns: COLUMNS, template, taken: { id: 'id', endpoint_id: 'lane' } } as unknown as AnyRowsPerSourceRow;
+/** Deliveries' rows, for a write that stores them along with other rows (their event and jobs). */
+export function deliveryRows(rows: readonly DeliveriesTable[]): AnyRows {
+  return { table: 'deliveries', columns: COLUMNS, rows } as unknown as AnyRows;
 }
 
 /** What an attempt at a delivery needs: its event's type and the envelope exactly as stored. */

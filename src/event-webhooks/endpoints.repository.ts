@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { dialectOf } from '../db/connect.ts';
-import { isOneOf, type Source } from '../db/batch.ts';
+import { isOneOf } from '../db/batch.ts';
 import { toIso } from '../shared/clock.ts';
 import type { EventEndpointsTable } from './event-webhooks.tables.ts';
 
@@ -97,29 +97,17 @@ export function subscribes(events: readonly string[], type: string): boolean {
 }
 
 /**
- * The account's enabled endpoints that want this event type, as of this
- * transaction, as the rows of a write (db/batch.ts's Source): `lane`, the
- * endpoint, and `id`, its delivery's (from `newDeliveryId`, in endpoint
- * order; an account has at most `most` endpoints). On PostgreSQL
- * the statement that writes the deliveries chooses them, with the rule of
- * `subscribes` in SQL, and locks them as the deliveries' foreign key would: a
- * delete of one of them waits for this transaction (and then cancels its
- * delivery) instead of failing it, and a pause waits too (its lane is open
- * until this commits). On SQLite, whose writers already run one at a time,
- * the account's endpoints are read and `subscribes` itself chooses.
+ * The account's enabled endpoints that want this event type (`subscribes`),
+ * in id order. On PostgreSQL they are locked as the deliveries' foreign key
+ * would lock them, until the transaction ends: a delete of one waits for it
+ * (and then cancels the new delivery) instead of failing it. SQLite's writers
+ * already run one at a time.
  */
-export function subscribedEndpoints(accountId: string, type: string, newDeliveryId: () => string, most: number): Source {
-  return {
-    name: 'subscribed-endpoints',
-    text: (dialect, param) =>
-      dialect === 'postgres'
-        ? // One parse of the column per endpoint: `?|` is true when any of the strings is an element of the array.
-          `select e.id as lane, (${param('text')}::text[])[row_number() over (order by e.id)] as id from (select id from event_endpoints where account_id = ${param('text')} and enabled = 1 and events::jsonb ?| array[${param('text')}, '*'] for key share) as e`
-        : `select id, events from event_endpoints where account_id = ${param('text')} and enabled = 1 order by id`,
-    // PostgreSQL takes an id for each endpoint the account may have, and uses as many as it chooses endpoints.
-    values: (dialect) => (dialect === 'postgres' ? [Array.from({ length: most }, newDeliveryId), accountId, type] : [accountId]),
-    finish: (rows) => rows.filter((row) => subscribes(eventsOf(row.events as string), type)).map((row) => ({ lane: row.id, id: newDeliveryId() })),
-  };
+export async function subscribedEndpointIds(db: Kysely<DB>, accountId: string, type: string): Promise<string[]> {
+  let query = db.selectFrom('event_endpoints').select(['id', 'events']).where('account_id', '=', accountId).where('enabled', '=', 1).orderBy('id');
+  if (dialectOf(db) === 'postgres') query = query.forKeyShare();
+  const rows = await query.execute();
+  return rows.filter((row) => subscribes(eventsOf(row.events), type)).map((row) => row.id);
 }
 
 export async function findTarget(db: Kysely<DB>, id: string): Promise<EndpointTarget | undefined> {

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { AnyRows, AnyRowsPerSourceRow, Source } from '../db/batch.ts';
+import type { AnyRows } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
 import type { Tx } from '../db/transaction.ts';
 import type { Clock } from '../shared/clock.ts';
@@ -12,8 +12,7 @@ import { cancelKeyedJob } from './sql/cancelKeyedJob.ts';
 import { ensureKeyedJob } from './sql/ensureKeyedJob.ts';
 import { countJobs } from './sql/countJobs.ts';
 import { countLaneJobs } from './sql/countLaneJobs.ts';
-import { insertJobs, insertJobsEach } from './sql/insertJobs.ts';
-import { returnJobs } from './sql/returnJobs.ts';
+import { insertJobs } from './sql/insertJobs.ts';
 import { closeLane, openLane, setLanePaused } from './sql/lanes.ts';
 import { scheduleKeyedJob } from './sql/scheduleKeyedJob.ts';
 
@@ -31,6 +30,17 @@ export interface NewJob<Payload, Work> {
   work?: Work;
 }
 
+export interface EnqueueOptions {
+  /** Domain rows written by the same statement as the jobs, where the engine allows (an event and its deliveries). */
+  alongside?: readonly AnyRows[];
+  /**
+   * The caller holds the jobs' lanes open until it commits (it read their
+   * owners enabled, and locked them): those this process can start at once
+   * are leased to it as written, as jobs without a lane are.
+   */
+  lanesOpen?: boolean;
+}
+
 /**
  * What domains do with background work, always inside their own
  * transaction, so the work exists if and only if the change that calls for
@@ -41,25 +51,9 @@ export interface Queue {
    * New jobs. Those due now, without a lane, that this process can start at
    * once are leased to it and handed over after commit; the rest are
    * announced to every process (a lane's jobs wait for their lane, which may
-   * be paused).
+   * be paused, unless the caller says it is open).
    */
-  enqueue<Payload, Work>(tx: Tx, type: JobType<Payload>, jobs: ReadonlyArray<NewJob<Payload, Work>>): Promise<void>;
-  /**
-   * A job due now for each row the database chooses by `source` (its `id`
-   * and `lane` columns: a delivery for every endpoint an event goes to),
-   * written with the domain rows the same source chooses (`alongside`), in one
-   * statement where the engine allows. The source reads the lanes open (and
-   * keeps them so until commit): the jobs this process can start at once are
-   * handed over after commit, with `workOf(id)`; the rest are announced.
-   * Answers the jobs' ids and lanes.
-   */
-  enqueueEach<Payload, Work>(
-    tx: Tx,
-    type: JobType<Payload>,
-    source: Source,
-    payload: Payload,
-    options: { alongside: { fixed: readonly AnyRows[]; each: readonly AnyRowsPerSourceRow[] }; workOf?: (id: string) => Work },
-  ): Promise<Array<{ id: string; lane: string | null }>>;
+  enqueue<Payload, Work>(tx: Tx, type: JobType<Payload>, jobs: ReadonlyArray<NewJob<Payload, Work>>, options?: EnqueueOptions): Promise<void>;
   /** The one job of this type for `subject` (a machine's check, a schedule's tick), due at `runAt`: created, or moved there. */
   schedule<Payload>(tx: Tx, type: JobType<Payload>, subject: string, payload: Payload, runAt: number): Promise<void>;
   /** The one job of this type for `subject`, due at `runAt` if it does not exist yet (a recurring job, ensured at start). */
@@ -115,8 +109,7 @@ export function createQueue({ db, clock, signals, runner }: QueueDeps): Queue {
   }
 
   return {
-    async enqueue(tx, type, jobs) {
-      if (jobs.length === 0) return;
+    async enqueue(tx, type, jobs, options = {}) {
       const now = clock.now();
       const local = runner !== null && runner.isRegistered(type.name) ? runner : null;
       const leaseUntil = local === null ? 0 : now + local.leaseMs(type.name);
@@ -127,7 +120,7 @@ export function createQueue({ db, clock, signals, runner }: QueueDeps): Queue {
       for (const spec of jobs) {
         const runAt = spec.runAt ?? now;
         const lane = spec.lane ?? null;
-        const leased = local !== null && runAt <= now && lane === null && local.accepts(type.name, lane);
+        const leased = local !== null && runAt <= now && (lane === null || options.lanesOpen === true) && local.accepts(type.name, lane);
         const row: JobsTable = {
           id: spec.id ?? newId('job', now),
           kind: type.name,
@@ -148,51 +141,10 @@ export function createQueue({ db, clock, signals, runner }: QueueDeps): Queue {
         } else if (runAt <= now) unannounced = true;
         else firstLater = Math.min(firstLater, runAt);
       }
-      await insertJobs(tx.db, rows);
+      await insertJobs(tx.db, rows, options.alongside);
       if (unannounced) await announce(signals, tx, 'due');
       if (firstLater !== Infinity) await dueAt(tx, firstLater);
       if (handed.length > 0) tx.afterCommit(() => local!.handover(type.name, handed));
-    },
-    async enqueueEach(tx, type, source, payload, { alongside, workOf }) {
-      const now = clock.now();
-      const local = runner !== null && runner.isRegistered(type.name) ? runner : null;
-      const leaseUntil = local === null ? null : now + local.leaseMs(type.name);
-      const template: JobsTable = {
-        id: '',
-        kind: type.name,
-        lane: null,
-        key: null,
-        payload: JSON.stringify(payload),
-        run_at: now,
-        attempts: 0,
-        locked_by: local?.id ?? null,
-        locked_until: leaseUntil,
-        last_error: null,
-        created_at: now,
-      };
-      const created = await insertJobsEach(tx.db, source, template, alongside);
-      if (created.length === 0) return created;
-      if (local === null) {
-        await announce(signals, tx, 'due');
-        return created;
-      }
-      // Leased to this process as written; those its lanes cannot start at once are given back before the commit.
-      const handed: Array<{ job: Job<unknown>; work?: unknown }> = [];
-      const refused: string[] = [];
-      for (const { id, lane } of created) {
-        if (!local.accepts(type.name, lane)) {
-          refused.push(id);
-          continue;
-        }
-        const job: Job<unknown> = { id, kind: type.name, lane, key: null, payload, attempts: 0, runAt: now, leaseUntil: leaseUntil! };
-        handed.push(workOf === undefined ? { job } : { job, work: workOf(id) });
-      }
-      if (refused.length > 0) {
-        await returnJobs(tx.db, local.id, refused);
-        await announce(signals, tx, 'due');
-      }
-      if (handed.length > 0) tx.afterCommit(() => local.handover(type.name, handed));
-      return created;
     },
     async schedule(tx, type, subject, payload, runAt) {
       await scheduleKeyedJob(tx.db, keyedRow(type, subject, payload, runAt, clock.now()));

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { insertAll, insertEach, type AnyRows, type AnyRowsPerSourceRow, type Columns, type Source } from '../../db/batch.ts';
+import { insertAll, type AnyRows, type Columns } from '../../db/batch.ts';
 import type { DB } from '../../db/database.ts';
 import type { JobsTable } from '../jobs.tables.ts';
 
@@ -17,23 +17,11 @@ const COLUMNS: Columns<JobsTable> = [
   ['created_at', 'bigint'],
 ];
 
-/** New jobs, leased already when `locked_by` is set (handed over to this process's runner after commit). */
-export async function insertJobs(db: Kysely<DB>, rows: readonly JobsTable[]): Promise<void> {
-  await insertAll(db, [{ table: 'jobs', columns: COLUMNS, rows } as unknown as AnyRows]);
-}
-
 /**
- * A job like `template` for each row of `source`, its id and lane read from
- * the source's `id` and `lane` columns, written with the domain rows chosen
- * by the same source (`alongside`: an event, and a delivery per endpoint), in
- * one statement where the engine allows. Answers the jobs' ids and lanes.
+ * New jobs, leased already when `locked_by` is set (handed over to this
+ * process's runner after commit), written with the domain rows `alongside`
+ * (an event and its deliveries) in one statement where the engine allows.
  */
-export async function insertJobsEach(
-  db: Kysely<DB>,
-  source: Source,
-  template: JobsTable,
-  alongside: { fixed: readonly AnyRows[]; each: readonly AnyRowsPerSourceRow[] },
-): Promise<Array<{ id: string; lane: string | null }>> {
-  const jobs = { table: 'jobs', columns: COLUMNS, template, taken: { id: 'id', lane: 'lane' } } as unknown as AnyRowsPerSourceRow;
-  return insertEach(db, source, alongside.fixed, [...alongside.each, jobs], ['id', 'lane']);
+export async function insertJobs(db: Kysely<DB>, rows: readonly JobsTable[], alongside: readonly AnyRows[] = []): Promise<void> {
+  await insertAll(db, [...alongside, { table: 'jobs', columns: COLUMNS, rows } as unknown as AnyRows]);
 }
