@@ -1,5 +1,6 @@
 // npm run bench:delivery — deliveries per second against raw signed POSTs, latency at 500 events/s,
-// and a dead receiver with 100,000 pending deliveries. Set DATABASE_URL=postgres://… for PostgreSQL.
+// and a dead receiver with 100,000 pending deliveries. Set DATABASE_URL=postgres://… for PostgreSQL,
+// BENCH_ONLY=throughput,latency,dead for some parts only.
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +24,7 @@ const engine = databaseUrl ? 'PostgreSQL' : 'SQLite';
 const ENDPOINTS = 4;
 const PER_ENDPOINT_CONCURRENCY = 16;
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5000);
+const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['throughput', 'latency', 'dead'];
 const EMITTERS = databaseUrl ? 16 : 4;
 // Issue 10's targets: the levels reached before the jobs redesign.
 const TARGET = databaseUrl ? 0.3 : 0.55;
@@ -274,43 +276,49 @@ async function deadReceiverScenario() {
 
 console.log(`bench/delivery on ${engine}: ${EVENTS} events × ${ENDPOINTS} endpoints, ${EMITTERS} concurrent emitters`);
 type Run = Awaited<ReturnType<typeof rawPostsPerSecond>>;
-const requestCeilings: Run[] = [];
-const dispatchCeilings: Run[] = [];
-const pipelines: Run[] = [];
-for (let round = 0; round < 2; round++) {
-  requestCeilings.push(await rawPostsPerSecond(EVENTS * ENDPOINTS, 'request'));
-  dispatchCeilings.push(await rawPostsPerSecond(EVENTS * ENDPOINTS, 'dispatch'));
-  pipelines.push(await pipelineDeliveriesPerSecond(EVENTS));
+if (PARTS.includes('throughput')) {
+  const requestCeilings: Run[] = [];
+  const dispatchCeilings: Run[] = [];
+  const pipelines: Run[] = [];
+  for (let round = 0; round < 2; round++) {
+    requestCeilings.push(await rawPostsPerSecond(EVENTS * ENDPOINTS, 'request'));
+    dispatchCeilings.push(await rawPostsPerSecond(EVENTS * ENDPOINTS, 'dispatch'));
+    pipelines.push(await pipelineDeliveriesPerSecond(EVENTS));
+  }
+  const best = (runs: Run[]) => Math.max(...runs.map((run) => run.rate));
+  const rates = (runs: Run[]) => runs.map((run) => Math.round(run.rate)).join(', ');
+  const cpuLine = (runs: Run[]) =>
+    runs.map(({ cpu }) => [cpu.ours, cpu.receiver, ...(cpu.database === undefined ? [] : [cpu.database])].map((us) => us.toFixed(0)).join(' + ')).join(', ');
+  const connections = ENDPOINTS * PER_ENDPOINT_CONCURRENCY;
+  console.log(`  raw signed POSTs, undici request() (${connections} connections): ${rates(requestCeilings)} /s`);
+  console.log(`    CPU µs per POST (this process + receiver): ${cpuLine(requestCeilings)}`);
+  console.log(`  raw signed POSTs, undici dispatch() (${connections} connections): ${rates(dispatchCeilings)} /s`);
+  console.log(`    CPU µs per POST (this process + receiver): ${cpuLine(dispatchCeilings)}`);
+  console.log(`  events → deliveries (outbox, worker, receipt): ${rates(pipelines)} /s`);
+  console.log(`    CPU µs per delivery (service + receiver${onPostgres ? ' + PostgreSQL' : ''}): ${cpuLine(pipelines)}`);
+  console.log(`  ${ratioLine('deliveries per second', best(pipelines), best(requestCeilings), TARGET)}`);
+  console.log(`    against the dispatch() POSTs instead (the sender's own API; no target): ${(best(pipelines) / best(dispatchCeilings)).toFixed(2)}`);
 }
-const best = (runs: Run[]) => Math.max(...runs.map((run) => run.rate));
-const rates = (runs: Run[]) => runs.map((run) => Math.round(run.rate)).join(', ');
-const cpuLine = (runs: Run[]) =>
-  runs.map(({ cpu }) => [cpu.ours, cpu.receiver, ...(cpu.database === undefined ? [] : [cpu.database])].map((us) => us.toFixed(0)).join(' + ')).join(', ');
-const connections = ENDPOINTS * PER_ENDPOINT_CONCURRENCY;
-console.log(`  raw signed POSTs, undici request() (${connections} connections): ${rates(requestCeilings)} /s`);
-console.log(`    CPU µs per POST (this process + receiver): ${cpuLine(requestCeilings)}`);
-console.log(`  raw signed POSTs, undici dispatch() (${connections} connections): ${rates(dispatchCeilings)} /s`);
-console.log(`    CPU µs per POST (this process + receiver): ${cpuLine(dispatchCeilings)}`);
-console.log(`  events → deliveries (outbox, worker, receipt): ${rates(pipelines)} /s`);
-console.log(`    CPU µs per delivery (service + receiver${onPostgres ? ' + PostgreSQL' : ''}): ${cpuLine(pipelines)}`);
-console.log(`  ${ratioLine('deliveries per second', best(pipelines), best(requestCeilings), TARGET)}`);
-console.log(`    against the dispatch() POSTs instead (the sender's own API; no target): ${(best(pipelines) / best(dispatchCeilings)).toFixed(2)}`);
 
-const latencyService = await startService();
-await createEndpoint(latencyService.app.deps, latencyService.accountId, { url: receiverUrl, events: ['machine.created'] });
-// The first seconds of a service just started are slower (JIT, and on PostgreSQL each new backend's caches):
-// at 500 events/s its emits queue for a second or so. Shown apart; the target is the service warm.
-const cold = await latencyAt(500, 10, latencyService);
-const latency = await latencyAt(500, 10, latencyService);
-await latencyService.close();
-const latencyOk = latency.p50 <= 10 && latency.p99 <= 20;
-console.log(`  at 500 events/s for 10 s: event-to-receipt p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms (targets ≤ 10, ≤ 20) ${latencyOk ? 'PASS' : 'BELOW TARGET'}; the emit's commit p99 ${latency.commitP99.toFixed(1)} ms`);
-console.log(`    the 10 s before, from the service's start: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms; the emit's commit p99 ${cold.commitP99.toFixed(1)} ms`);
+if (PARTS.includes('latency')) {
+  const latencyService = await startService();
+  await createEndpoint(latencyService.app.deps, latencyService.accountId, { url: receiverUrl, events: ['machine.created'] });
+  // The first seconds of a service just started are slower (JIT, and on PostgreSQL each new backend's caches):
+  // at 500 events/s its emits queue for a second or so. Shown apart; the target is the service warm.
+  const cold = await latencyAt(500, 10, latencyService);
+  const latency = await latencyAt(500, 10, latencyService);
+  await latencyService.close();
+  const latencyOk = latency.p50 <= 10 && latency.p99 <= 20;
+  console.log(`  at 500 events/s for 10 s: event-to-receipt p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms (targets ≤ 10, ≤ 20) ${latencyOk ? 'PASS' : 'BELOW TARGET'}; the emit's commit p99 ${latency.commitP99.toFixed(1)} ms`);
+  console.log(`    the 10 s before, from the service's start: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms; the emit's commit p99 ${cold.commitP99.toFixed(1)} ms`);
+}
 
-const dead = await deadReceiverScenario();
-const deadOk = dead.maxRssMb < 300 && dead.latency.p99 <= 100;
-console.log(`  100,000 pending for a dead receiver: max RSS ${dead.maxRssMb.toFixed(0)} MB (target < 300); ${dead.deadAttempted} had their first attempt meanwhile,`);
-console.log(`    ${dead.deadAttempted - dead.deadUnsent} of them over a connection and ${dead.deadUnsent} failed without one (the endpoint failing);`);
-console.log(`    another endpoint at 50 events/s meanwhile: p50 ${dead.latency.p50.toFixed(1)} ms, p99 ${dead.latency.p99.toFixed(1)} ms ${deadOk ? 'PASS' : 'BELOW TARGET'}`);
+if (PARTS.includes('dead')) {
+  const dead = await deadReceiverScenario();
+  const deadOk = dead.maxRssMb < 300 && dead.latency.p99 <= 100;
+  console.log(`  100,000 pending for a dead receiver: max RSS ${dead.maxRssMb.toFixed(0)} MB (target < 300); ${dead.deadAttempted} had their first attempt meanwhile,`);
+  console.log(`    ${dead.deadAttempted - dead.deadUnsent} of them over a connection and ${dead.deadUnsent} failed without one (the endpoint failing);`);
+  console.log(`    another endpoint at 50 events/s meanwhile: p50 ${dead.latency.p50.toFixed(1)} ms, p99 ${dead.latency.p99.toFixed(1)} ms ${deadOk ? 'PASS' : 'BELOW TARGET'}`);
+}
 
 await receiver.stop();

@@ -28,10 +28,12 @@ const RELATIVE_TYPESCRIPT_IMPORT = /^\s*(?:import|export)\s[^'";]*?\bfrom\s*['"]
 /**
  * A worker thread running one of the service's TypeScript modules. Node
  * strips types with a WebAssembly module that each thread loads with its first
- * `.ts` file, at about 12 MB of memory (bench/RESULTS.md); this thread has it
- * loaded already, so it strips the entry and the modules it imports by
- * relative path, and the new thread runs them as JavaScript. A module missed
- * here is stripped by the new thread as usual: it costs memory, not behaviour.
+ * `.ts` file, at about 12 MB of memory; this thread has it loaded already, so
+ * it strips the entry and the modules it imports by relative path, and the new
+ * thread runs them as JavaScript. A module missed here is stripped by the new
+ * thread as usual: it costs memory, not behaviour. With plain `new Worker`s
+ * instead, 100,000 deliveries pending took the service past its 300 MB target
+ * (bench/RESULTS.md, 2026-11-28).
  */
 export function startWorkerThread(entry: URL, options: WorkerOptions = {}): Worker {
   const sources = strippedModules(entry);
