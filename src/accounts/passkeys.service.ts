@@ -1,12 +1,8 @@
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type PublicKeyCredentialCreationOptionsJSON,
-  type PublicKeyCredentialRequestOptionsJSON,
-  type RegistrationResponseJSON,
+import type {
+  AuthenticationResponseJSON,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
@@ -23,6 +19,9 @@ import { deletePasskey, findPasskey, findPasskeyByCredentialId, insertPasskey, l
 import { invalidPasskey } from './second-factor.errors.ts';
 import { storeChallenge, takeChallenge } from './second-factor.repository.ts';
 import { recordFactorChange } from './second-factor.service.ts';
+
+/** Loaded at the first ceremony: about 25 MB that a service whose accounts use no passkey never needs. */
+const webauthn = () => import('@simplewebauthn/server');
 
 /** How long a ceremony's challenge is good for (the options' timeout says the same to the browser). */
 export const CHALLENGE_LIFETIME_MS = 5 * MINUTE;
@@ -59,6 +58,7 @@ export async function passkeyRegistrationOptions(deps: Deps, accountId: string, 
   const account = await findAccountById(deps.db, accountId);
   if (account === undefined) throw notFound('The account');
   const existing = await listPasskeyRows(deps.db, accountId);
+  const { generateRegistrationOptions } = await webauthn();
   const options = await generateRegistrationOptions({
     rpName: RP_NAME,
     rpID: relyingParty(deps.config.publicUrl).rpID,
@@ -93,6 +93,7 @@ export async function registerPasskey(
   const challenge = await takeChallenge(deps.db, registrationBinding(sessionId), now);
   if (challenge === undefined) throw invalidRequest('No passkey registration is in progress, or it expired: ask for new options.');
   const party = relyingParty(deps.config.publicUrl);
+  const { verifyRegistrationResponse } = await webauthn();
   const verification = await verifyRegistrationResponse({
     response: input.response,
     expectedChallenge: challenge,
@@ -160,6 +161,7 @@ export async function removePasskey(deps: Deps, accountId: string, id: string, o
  */
 export async function passkeyAuthenticationOptions(deps: Deps, binding: string, accountId?: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
   const allowCredentials = accountId === undefined ? undefined : (await listPasskeyRows(deps.db, accountId)).map((row) => ({ id: row.credential_id, transports: transportsOf(row) }));
+  const { generateAuthenticationOptions } = await webauthn();
   const options = await generateAuthenticationOptions({
     rpID: relyingParty(deps.config.publicUrl).rpID,
     timeout: CHALLENGE_LIFETIME_MS,
@@ -188,6 +190,7 @@ export async function verifyPasskeyAssertion(
   const row = await findPasskeyByCredentialId(deps.db, response.id);
   if (row === undefined || (expect.accountId !== undefined && row.account_id !== expect.accountId)) throw invalidPasskey();
   const party = relyingParty(deps.config.publicUrl);
+  const { verifyAuthenticationResponse } = await webauthn();
   const verification = await verifyAuthenticationResponse({
     response,
     expectedChallenge: challenge,

@@ -1,5 +1,4 @@
 import { Secret, TOTP } from 'otpauth';
-import QRCode from 'qrcode';
 
 /** RFC 6238 as authenticator apps expect it (CONTRACT 17): SHA-1, 6 digits, 30-second steps. */
 const PERIOD_SECONDS = 30;
@@ -24,8 +23,9 @@ export function otpauthUrl(secret: string, accountEmail: string): string {
   return totpOf(secret, accountEmail).toString();
 }
 
-/** The URI as a QR code, an SVG document. */
-export function qrCodeSvg(url: string): Promise<string> {
+/** The URI as a QR code, an SVG document (the encoder, about 10 MB, loaded at the first enrolment). */
+export async function qrCodeSvg(url: string): Promise<string> {
+  const { default: QRCode } = await import('qrcode');
   return QRCode.toString(url, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
 }
 
