@@ -128,7 +128,7 @@ async function startService(env: Record<string, string> = {}): Promise<BenchServ
 }
 
 function emit(app: App, accountId: string, type: 'machine.created' | 'machine.error') {
-  return inTransaction(app.deps.db, (tx) => emitEvent(app.deps, tx, { accountId, type, data }));
+  return inTransaction(app.deps.database, (tx) => emitEvent(app.deps, tx, { accountId, type, data }));
 }
 
 /**
@@ -219,7 +219,7 @@ async function seedDeadBacklog(app: App, accountId: string, endpointId: string, 
       const envelope = { id: newId('evt'), type: 'machine.error', createdAt: new Date(now).toISOString(), data };
       return envelope;
     });
-    await inTransaction(app.deps.db, async (tx) => {
+    await inTransaction(app.deps.database, async (tx) => {
       await tx.db.insertInto('events').values(events.map((e) => ({ id: e.id, account_id: accountId, type: e.type, payload: JSON.stringify(e), created_at: now }))).execute();
       const deliveries = events.map((e) => newDeliveryRow(now, accountId, endpointId, e));
       await insertDeliveries(tx.db, deliveries);
@@ -266,7 +266,7 @@ async function deadReceiverScenario() {
   const latencies = receipts.filter(([id]) => emittedAt.has(id)).map(([id, at]) => at - emittedAt.get(id)!);
   await service.stop();
 
-  const db = connectDatabase(seeded.databaseUrl, seeded.schema ? { schema: seeded.schema } : {});
+  const db = connectDatabase(seeded.databaseUrl, seeded.schema ? { schema: seeded.schema } : {}).db;
   const attempted = await db.selectFrom('deliveries').select((eb) => eb.fn.countAll<number | string>().as('n')).where('endpoint_id', '=', dead.id).where('attempts', '>', 0).executeTakeFirstOrThrow();
   const unsent = await db.selectFrom('deliveries').select((eb) => eb.fn.countAll<number | string>().as('n')).where('endpoint_id', '=', dead.id).where('last_error', 'like', 'not sent:%').executeTakeFirstOrThrow();
   await db.destroy();

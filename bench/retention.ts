@@ -43,7 +43,7 @@ const config = loadConfig({
 });
 const app: App = await buildApp(config, { logger: false, ...(pgSchema ? { databaseSchema: pgSchema.schema } : {}) });
 await app.ready();
-const { db } = app.deps;
+const { database, db } = app.deps;
 
 async function newAccount(): Promise<string> {
   const id = newId('acct');
@@ -66,7 +66,7 @@ async function seedOldRows(): Promise<number> {
   const payload = JSON.stringify({ id: 'evt_old', type: 'machine.stopped', createdAt: new Date(old).toISOString(), data });
   for (let from = 0; from < events; from += chunk) {
     const to = Math.min(events, from + chunk) - 1;
-    await inTransaction(db, async (tx) => {
+    await inTransaction(database, async (tx) => {
       if (dialectOf(db) === 'postgres') {
         await sql`insert into events (id, account_id, type, payload, created_at)
           select ${evtPrefix} || lpad(i::text, 16, '0'), ${accountId}, 'machine.stopped', ${payload}, ${old}::bigint from generate_series(${from}::int, ${to}::int) as i`.execute(tx.db);
@@ -110,7 +110,7 @@ async function window(accountId: string): Promise<number> {
   let stop = false;
   const emitters = Array.from({ length: EMITTERS }, async () => {
     while (!stop) {
-      await inTransaction(db, (tx) => emitEvent(app.deps, tx, { accountId, type: 'machine.created', data }));
+      await inTransaction(database, (tx) => emitEvent(app.deps, tx, { accountId, type: 'machine.created', data }));
       // SQLite's statements are synchronous: without a turn of the event loop, timers (the window's end) would never run.
       await new Promise((resolve) => setImmediate(resolve));
     }

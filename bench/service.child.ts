@@ -29,7 +29,7 @@ process.on('message', (message: { cmd: string; accountId: string; type: EventTyp
   if (message.cmd === 'memory') return void process.send!(process.memoryUsage());
   if (message.cmd !== 'emit') return;
   const at = performance.timeOrigin + performance.now();
-  void inTransaction(app.deps.db, (tx) => emitEvent(app.deps, tx, { accountId: message.accountId, type: message.type, data: {} }))
+  void inTransaction(app.deps.database, (tx) => emitEvent(app.deps, tx, { accountId: message.accountId, type: message.type, data: {} }))
     .then((event) => process.send!({ id: event.id, at }));
 });
 process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));

@@ -4,12 +4,10 @@ import fp from 'fastify-plugin';
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Kysely } from 'kysely';
 import type { Config } from './config.ts';
 import type { Deps } from './deps.ts';
-import { connectDatabase, dialectOf } from './db/connect.ts';
+import { connectDatabase } from './db/connect.ts';
 import { watchOtherProcessesCommits } from './db/data-version.ts';
-import type { DB } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { listenForSignals } from './db/signal.listener.ts';
 import { authPlugin } from './http/auth.ts';
@@ -116,14 +114,15 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   app.addHook('onRequest', refuseForeignOriginOnMcp(config.publicUrl));
   app.addHook('preValidation', refuseUnsafeInput);
 
-  const db: Kysely<DB> = connectDatabase(config.databaseUrl, {
+  const database = connectDatabase(config.databaseUrl, {
     ...(options.databaseSchema ? { schema: options.databaseSchema } : {}),
     preparedStatements: config.performance.pgPreparedStatements,
   });
+  const { db } = database;
   try {
     await migrateToLatest(db);
   } catch (error) {
-    await db.destroy();
+    await database.destroy();
     throw error;
   }
 
@@ -134,8 +133,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   const runner =
     config.role === 'api'
       ? null
-      : createRunner({ db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: config.jobs.pollIntervalMs, ...options.runnerOptions });
-  const deps: Deps = Object.freeze({ config, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }) });
+      : createRunner({ database, db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: config.jobs.pollIntervalMs, ...options.runnerOptions });
+  const deps: Deps = Object.freeze({ config, database, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }) });
 
   await app.register(fp(async (core) => {
     core.decorate('deps', deps);
@@ -187,11 +186,11 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
 
   let stopListening = async () => {};
   app.addHook('onReady', async () => {
-    if (dialectOf(db) === 'postgres') {
+    if (database.engine === 'postgres') {
       stopListening = listenForSignals(config.databaseUrl, signals.channel, signals.hear, logger);
     } else {
       // SQLite has no NOTIFY: other processes on the file are noticed by their commits, as `elsewhere`.
-      const stopWatching = watchOtherProcessesCommits(db, config.databaseUrl, OTHER_PROCESSES_WATCH_MS, () => signals.hear('elsewhere'));
+      const stopWatching = watchOtherProcessesCommits(database, config.databaseUrl, OTHER_PROCESSES_WATCH_MS, () => signals.hear('elsewhere'));
       stopListening = async () => stopWatching();
     }
   });
@@ -201,7 +200,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   // Jobs in flight have finished (preClose); the database goes last.
   app.addHook('onClose', async () => {
     await stopListening();
-    await db.destroy();
+    await database.destroy();
   });
 
   return app;

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Config } from './config.ts';
+import type { Database } from './db/connect.ts';
 import type { DB } from './db/database.ts';
 import type { Queue } from './jobs/queue.ts';
 import type { Clock } from './shared/clock.ts';
@@ -13,6 +14,8 @@ import type { Signals } from './db/signals.ts';
  */
 export interface Deps {
   readonly config: Readonly<Config>;
+  /** The connection and its engine, what inTransaction takes; `db` is its Kysely instance, for plain queries. */
+  readonly database: Database;
   readonly db: Kysely<DB>;
   readonly clock: Clock;
   readonly logger: FastifyBaseLogger;

@@ -155,7 +155,7 @@ describe('the real server, as a child process', () => {
     assert.equal(verify.status, 200);
 
     // Outside tests the password hash is argon2id at OWASP's cost (m=19 MiB, t=2, p=1).
-    const db = connectDatabase(urlWithSchema(database));
+    const db = connectDatabase(urlWithSchema(database)).db;
     try {
       const { password_hash } = await db.selectFrom('accounts').select('password_hash').where('email', '=', 'child@example.com').executeTakeFirstOrThrow();
       assert.match(password_hash, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);

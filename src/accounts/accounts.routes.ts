@@ -78,7 +78,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: { tags, summary: 'Sign out this session', response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
     const token = readSessionCookie(request);
-    if (token !== undefined) await signOut(deps.db, token, clientInfo(request), deps.clock.now());
+    if (token !== undefined) await signOut(deps.database, token, clientInfo(request), deps.clock.now());
     clearSessionCookie(reply, deps.config);
     return reply.code(204).send(null);
   });
@@ -160,7 +160,7 @@ export const accountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     preValidation: refuseBody,
     schema: { tags, summary: 'Sign out one session', params: IdParamsSchema, response: responses({ 204: Type.Null() }) },
   }, async (request, reply) => {
-    await endSession(deps.db, accountIdOf(request), request.params.id, clientInfo(request), deps.clock.now());
+    await endSession(deps.database, accountIdOf(request), request.params.id, clientInfo(request), deps.clock.now());
     return reply.code(204).send(null);
   });
 };

@@ -109,7 +109,7 @@ export async function register(deps: Deps, input: { email: string; password: str
   const passwordHash = await hashPassword(input.password, deps.config.passwordHashCost);
   const now = deps.clock.now();
   try {
-    return await inTransaction(deps.db, async (tx) => {
+    return await inTransaction(deps.database, async (tx) => {
       const account = await insertAccount(tx.db, {
         id: newId('acct', now),
         email,
@@ -151,7 +151,7 @@ export async function signIn(deps: Deps, input: { email: string; password: strin
     await updatePasswordHash(db, account.id, await hashPassword(input.password, config.passwordHashCost), now);
   }
   if (await hasTotp(db, account.id)) return startSecondStep(db, account.id, now);
-  const session = await inTransaction(db, async (tx) => {
+  const session = await inTransaction(deps.database, async (tx) => {
     await recordSecurityEvent(tx.db, { accountId: account.id, type: 'sign_in', at: now, origin: client, detail: { method: 'password' } });
     return createSession(tx.db, account.id, client, now);
   });
@@ -162,7 +162,7 @@ export async function signIn(deps: Deps, input: { email: string; password: strin
 export async function confirmEmail(deps: Deps, token: string, { ip, userAgent }: ClientInfo): Promise<void> {
   await enforceVerifyLimit(deps, ip);
   const now = deps.clock.now();
-  const confirmed = await inTransaction(deps.db, async (tx) => {
+  const confirmed = await inTransaction(deps.database, async (tx) => {
     const accountId = await consumeEmailToken(tx.db, hashToken(token), 'verify_email', now);
     if (accountId !== undefined) {
       const verified = await markEmailVerified(tx.db, accountId, now);
@@ -183,7 +183,7 @@ export async function requestEmailConfirmation(deps: Deps, accountId: string): P
   const account = await getAccount(deps.db, accountId);
   if (account.emailVerified) return;
   await enforceVerificationMailLimit(deps, account.email);
-  await inTransaction(deps.db, (tx) => deps.jobs.enqueue(tx, confirmationMailJob, [{ payload: { accountId: account.id } }]));
+  await inTransaction(deps.database, (tx) => deps.jobs.enqueue(tx, confirmationMailJob, [{ payload: { accountId: account.id } }]));
 }
 
 /**
@@ -193,7 +193,7 @@ export async function requestEmailConfirmation(deps: Deps, accountId: string): P
  */
 export async function requestPasswordReset(deps: Deps, rawEmail: string, ip: string): Promise<void> {
   const email = normalizeEmail(rawEmail);
-  await inTransaction(deps.db, (tx) => deps.jobs.enqueue(tx, passwordResetMailJob, [{ payload: { email, ip } }]));
+  await inTransaction(deps.database, (tx) => deps.jobs.enqueue(tx, passwordResetMailJob, [{ payload: { email, ip } }]));
 }
 
 /** The security notice of spec 5 rule 6, as a job of the change's own transaction. */
@@ -215,7 +215,7 @@ export async function resetPassword(deps: Deps, input: { token: string; password
   if (!(await isEmailTokenUsable(deps.db, tokenHash, 'reset_password', deps.clock.now()))) throw invalidEmailToken();
   const passwordHash = await hashPassword(input.password, deps.config.passwordHashCost);
   const now = deps.clock.now();
-  const result = await inTransaction(deps.db, async (tx): Promise<SignedIn | SecondFactorStep | null> => {
+  const result = await inTransaction(deps.database, async (tx): Promise<SignedIn | SecondFactorStep | null> => {
     const trx = tx.db;
     const accountId = await consumeEmailToken(trx, tokenHash, 'reset_password', now);
     if (accountId === undefined) return null;
@@ -255,7 +255,7 @@ export async function changePassword(
   if (!(await verifyPassword(input.currentPassword, account.passwordHash))) throw wrongCurrentPassword();
   const passwordHash = await hashPassword(input.newPassword, config.passwordHashCost);
   const now = clock.now();
-  await inTransaction(db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await updatePasswordHash(tx.db, accountId, passwordHash, now);
     await retireEmailTokens(tx.db, accountId, 'reset_password', now);
     await deleteSessionsOfAccount(tx.db, accountId, currentSessionId);

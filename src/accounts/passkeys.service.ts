@@ -116,7 +116,7 @@ export async function registerPasskey(
     last_used_at: null,
   };
   try {
-    await inTransaction(deps.db, async (tx) => {
+    await inTransaction(deps.database, async (tx) => {
       await insertPasskey(tx.db, row);
       await recordFactorChange(deps, tx, { accountId, change: 'passkey_added', at: now, origin, detail: { passkeyId: row.id, name }, mailDetail: name });
     });
@@ -145,7 +145,7 @@ export async function renameAccountPasskey(deps: Deps, accountId: string, id: st
  */
 export async function removePasskey(deps: Deps, accountId: string, id: string, origin: RequestOrigin): Promise<void> {
   const now = deps.clock.now();
-  const removed = await inTransaction(deps.db, async (tx) => {
+  const removed = await inTransaction(deps.database, async (tx) => {
     const row = await findPasskey(tx.db, accountId, id);
     if (row === undefined || !(await deletePasskey(tx.db, accountId, id))) return false;
     await recordFactorChange(deps, tx, { accountId, change: 'passkey_removed', at: now, origin, detail: { passkeyId: id, name: row.name }, mailDetail: row.name });

@@ -79,7 +79,7 @@ export async function confirmTotpEnrolment(deps: Deps, accountId: string, code: 
   const step = totpStepOf(factor.secret, code.replace(/\s/g, ''), now);
   if (step === null) throw invalidCode();
   const recoveryCodes = generateRecoveryCodes();
-  const confirmed = await inTransaction(deps.db, async (tx) => {
+  const confirmed = await inTransaction(deps.database, async (tx) => {
     if (!(await confirmTotpFactor(tx.db, accountId, step, now))) return false;
     await replaceRecoveryCodes(tx.db, accountId, recoveryCodes.map(hashRecoveryCode), now);
     await recordFactorChange(deps, tx, { accountId, change: 'totp_enabled', at: now, origin });
@@ -105,7 +105,7 @@ export async function useSecondFactorCode(deps: Deps, accountId: string, rawCode
     return step !== null && (await useTotpStep(deps.db, accountId, step)) ? 'totp' : null;
   }
   if (normalizeCode(code).length === 0) return null;
-  return inTransaction(deps.db, async (tx) => {
+  return inTransaction(deps.database, async (tx) => {
     if (!(await useRecoveryCode(tx.db, accountId, hashRecoveryCode(code), now))) return null;
     await recordFactorChange(deps, tx, { accountId, change: 'recovery_code_used', at: now, origin });
     return 'recovery' as const;
@@ -145,7 +145,7 @@ export async function disableTotp(deps: Deps, accountId: string, proof: Proof, o
   if (factor === undefined || factor.confirmed_at === null) throw totpOff();
   await verifyProof(deps, accountId, proof, origin);
   const now = deps.clock.now();
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     if (!(await deleteTotpFactor(tx.db, accountId))) return;
     await replaceRecoveryCodes(tx.db, accountId, [], now);
     await recordFactorChange(deps, tx, { accountId, change: 'totp_disabled', at: now, origin });
@@ -161,7 +161,7 @@ export async function regenerateRecoveryCodes(deps: Deps, accountId: string, ori
   if (factor === undefined || factor.confirmed_at === null) throw totpOff();
   const recoveryCodes = generateRecoveryCodes();
   const now = deps.clock.now();
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await replaceRecoveryCodes(tx.db, accountId, recoveryCodes.map(hashRecoveryCode), now);
     await recordFactorChange(deps, tx, { accountId, change: 'recovery_codes_generated', at: now, origin, detail: { count: String(recoveryCodes.length) } });
   });

@@ -91,7 +91,7 @@ export async function completeSecondStep(
     throw error;
   }
   const now = deps.clock.now();
-  const session = await inTransaction(deps.db, async (tx) => {
+  const session = await inTransaction(deps.database, async (tx) => {
     if (!(await deletePendingSignIn(tx.db, tokenHash))) return null;
     await recordSecurityEvent(tx.db, { accountId: account.id, type: 'sign_in', at: now, origin, detail: { method } });
     return createSession(tx.db, account.id, origin, now);
@@ -120,7 +120,7 @@ export async function signInWithPasskey(deps: Deps, browserToken: string | undef
   const account = await findAccountById(deps.db, accountId);
   if (account === undefined) throw invalidPasskey();
   const now = deps.clock.now();
-  const session = await inTransaction(deps.db, async (tx) => {
+  const session = await inTransaction(deps.database, async (tx) => {
     await recordSecurityEvent(tx.db, { accountId, type: 'sign_in', at: now, origin, detail: { method: 'passkey', passkeyId } });
     return createSession(tx.db, accountId, origin, now);
   });

@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config.ts';
+import type { Database } from '../db/connect.ts';
 import type { DB } from '../db/database.ts';
 import type { Principal } from '../http/principal.ts';
 import { DAY, MINUTE, toIso } from '../shared/clock.ts';
@@ -83,8 +84,8 @@ export async function listSessions(db: Kysely<DB>, accountId: string, currentSes
 }
 
 /** Ends the session behind a cookie token, if there is one, and logs it. */
-export async function signOut(db: Kysely<DB>, token: string, origin: ClientInfo, now: number): Promise<void> {
-  await inTransaction(db, async (tx) => {
+export async function signOut(database: Database, token: string, origin: ClientInfo, now: number): Promise<void> {
+  await inTransaction(database, async (tx) => {
     const accountId = await deleteSessionByTokenHash(tx.db, hashToken(token));
     if (accountId !== undefined) await recordSecurityEvent(tx.db, { accountId, type: 'sign_out', at: now, origin });
   });
@@ -94,8 +95,8 @@ export async function signOut(db: Kysely<DB>, token: string, origin: ClientInfo,
  * Ends one session of the account.
  * @throws AppError 404 unknown session (or another account's).
  */
-export async function endSession(db: Kysely<DB>, accountId: string, sessionId: string, origin: ClientInfo, now: number): Promise<void> {
-  const ended = await inTransaction(db, async (tx) => {
+export async function endSession(database: Database, accountId: string, sessionId: string, origin: ClientInfo, now: number): Promise<void> {
+  const ended = await inTransaction(database, async (tx) => {
     if (!(await deleteSession(tx.db, accountId, sessionId))) return false;
     await recordSecurityEvent(tx.db, { accountId, type: 'session_revoked', at: now, origin, detail: { sessionId } });
     return true;

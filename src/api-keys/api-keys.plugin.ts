@@ -7,10 +7,10 @@ import { apiKeyAuthenticator } from './api-keys.service.ts';
 /** API keys: `tmk_` Bearer tokens as a credential (in every role), and the routes where the role serves the API. */
 export const apiKeysPlugin = fp(
   async (app) => {
-    const { db, clock, config, signals } = app.deps;
+    const { database, db, clock, config, signals } = app.deps;
     const cache = createApiKeyCache();
     signals.subscribe(cache.hear);
-    app.credentials.bearer('tmk_', apiKeyAuthenticator({ db, clock, cache, otherProcessesCommits: otherProcessesCommits(db, config.databaseUrl) }));
+    app.credentials.bearer('tmk_', apiKeyAuthenticator({ db, clock, cache, otherProcessesCommits: otherProcessesCommits(database, config.databaseUrl) }));
     if (config.role !== 'worker') await app.register(apiKeysRoutes);
   },
   { name: 'api-keys', dependencies: ['core', 'auth'] },

@@ -41,7 +41,7 @@ export const apiKeysRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const now = deps.clock.now();
     requireRecentAuthentication(request, now);
-    return reply.code(201).send(await createApiKey(deps.db, accountIdOf(request), request.body.name, now, originOf(request)));
+    return reply.code(201).send(await createApiKey(deps.database, accountIdOf(request), request.body.name, now, originOf(request)));
   });
 
   app.get('/api/keys', {

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { Database } from '../db/connect.ts';
 import type { DB } from '../db/database.ts';
 import type { Principal } from '../http/principal.ts';
 import { MINUTE, toIso, toIsoOrNull } from '../shared/clock.ts';
@@ -37,12 +38,12 @@ export interface CreatedApiKey {
  * The key itself is in this answer only; the database keeps its SHA-256. The security log notes it in the same transaction.
  * @throws AppError 400 when the name is blank.
  */
-export async function createApiKey(db: Kysely<DB>, accountId: string, rawName: string, now: number, origin: RequestOrigin | null = null): Promise<CreatedApiKey> {
+export async function createApiKey(database: Database, accountId: string, rawName: string, now: number, origin: RequestOrigin | null = null): Promise<CreatedApiKey> {
   const name = rawName.trim();
   if (name === '') throw invalidRequest('name must not be blank.');
   const key = generateToken('tmk_');
   const id = newId('key', now);
-  await inTransaction(db, async (tx) => {
+  await inTransaction(database, async (tx) => {
     await insertApiKey(tx.db, {
       id,
       account_id: accountId,
@@ -122,7 +123,7 @@ const principalOf = (key: KnownKey): Principal => ({ kind: 'api_key', accountId:
  * @throws AppError 404 unknown key (or another account's).
  */
 export async function revokeApiKey(deps: Deps, accountId: string, id: string, origin: RequestOrigin | null = null): Promise<void> {
-  const deleted = await inTransaction(deps.db, async (tx) => {
+  const deleted = await inTransaction(deps.database, async (tx) => {
     const removed = await deleteApiKey(tx.db, accountId, id);
     if (removed !== undefined) {
       await announce(deps.signals, tx, `api-key:${id}`);

@@ -118,7 +118,7 @@ export async function savePaymentMethod(deps: Deps, provider: PaymentProvider, a
   if (!result.ok) throw result.reason === 'declined' ? cardDeclined() : invalidCard(result.detail);
   const { card } = result;
   const now = deps.clock.now();
-  const previous = await inTransaction(deps.db, async (tx) => {
+  const previous = await inTransaction(deps.database, async (tx) => {
     const row = await lockBillingAccount(tx.db, accountId, now);
     await updateBillingAccount(tx.db, accountId, {
       card_reference: card.reference,
@@ -147,7 +147,7 @@ async function forgetCard(deps: Deps, provider: PaymentProvider, reference: stri
 /** DELETE /api/billing/payment-method: the card is forgotten (a no-op without one). */
 export async function deletePaymentMethod(deps: Deps, provider: PaymentProvider, accountId: string): Promise<void> {
   const now = deps.clock.now();
-  const previous = await inTransaction(deps.db, async (tx) => {
+  const previous = await inTransaction(deps.database, async (tx) => {
     const row = await lockBillingAccount(tx.db, accountId, now);
     if (row.card_reference === null) return null;
     await updateBillingAccount(tx.db, accountId, { ...NO_CARD, updated_at: now });
@@ -184,7 +184,7 @@ export async function topUp(deps: Deps, provider: PaymentProvider, accountId: st
     if (idempotencyKey !== undefined) await forgetIdempotencyKey(deps.db, accountId, idempotencyKey);
     throw cardDeclined();
   }
-  const entry = await inTransaction(deps.db, async (tx) => {
+  const entry = await inTransaction(deps.database, async (tx) => {
     const account = await lockBillingAccount(tx.db, accountId, deps.clock.now());
     if (idempotencyKey !== undefined) {
       // A retry racing this one may have recorded the same charge first.

@@ -1,4 +1,3 @@
-import { dialectOf } from '../db/connect.ts';
 import { inTransaction, type Tx } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import {
@@ -138,14 +137,14 @@ export async function meteringPass(deps: Deps, now: number): Promise<number> {
   const chunks: string[][] = [];
   for (let i = 0; i < accountIds.length; i += ACCOUNTS_PER_TRANSACTION) chunks.push(accountIds.slice(i, i + ACCOUNTS_PER_TRANSACTION));
   // PostgreSQL charges disjoint sets of accounts side by side, on as many connections; SQLite has one writer.
-  const lanes = dialectOf(deps.db) === 'postgres' ? PARALLEL_TRANSACTIONS : 1;
+  const lanes = deps.database.engine === 'postgres' ? PARALLEL_TRANSACTIONS : 1;
   let charged = 0;
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(lanes, chunks.length) }, async () => {
       while (next < chunks.length) {
         const chunk = chunks[next++]!;
-        const count = await inTransaction(deps.db, (tx) => chargeAccounts(deps, tx, chunk, now));
+        const count = await inTransaction(deps.database, (tx) => chargeAccounts(deps, tx, chunk, now));
         charged += count;
       }
     }),

@@ -2,6 +2,7 @@ import { Kysely, PostgresAdapter, PostgresDialect, type DatabaseIntrospector, ty
 import pg from 'pg';
 import { sendStatements } from './pg-statements.ts';
 import { CurrentSchemaIntrospector } from './postgres-introspector.ts';
+import { createGroupCommit, type GroupCommit } from './sqlite-group-commit.ts';
 import { createSqliteDialect } from './sqlite.ts';
 import type { DB } from './database.ts';
 
@@ -17,33 +18,24 @@ export interface ConnectOptions {
 
 const INT8_OID = 20;
 
-const sqliteDataVersions = new WeakMap<Kysely<DB>, () => number>();
-const sqliteLogRooms = new WeakMap<Kysely<DB>, () => Promise<void> | undefined>();
+/**
+ * What connectDatabase opened: the Kysely instance, and what the engine under it is. On SQLite, that is also
+ * its one writer, which every transaction goes through (see inTransaction), and `data_version`, by which it
+ * notices other processes' commits on the file (see data-version.ts).
+ */
+export type Database = { readonly db: Kysely<DB>; destroy(): Promise<void> } & (
+  | { readonly engine: 'postgres' }
+  | { readonly engine: 'sqlite'; readonly groupCommit: GroupCommit; readonly dataVersion: () => number }
+);
 
-export function connectDatabase(url: string, options: ConnectOptions = {}): Kysely<DB> {
+export function connectDatabase(url: string, options: ConnectOptions = {}): Database {
   if (url.startsWith('sqlite:')) {
     const sqlite = createSqliteDialect(url.slice('sqlite:'.length));
     const db = new Kysely<DB>({ dialect: sqlite.dialect });
-    sqliteDataVersions.set(db, sqlite.dataVersion);
-    sqliteLogRooms.set(db, sqlite.logRoom);
-    return db;
+    return { engine: 'sqlite', db, groupCommit: createGroupCommit(db, sqlite.logRoom), dataVersion: sqlite.dataVersion, destroy: () => db.destroy() };
   }
-  return new Kysely<DB>({ dialect: createPostgresDialect(url, options) });
-}
-
-/** Whether this is a SQLite database this module connected: its transactions share commits (see sqlite-group-commit.ts). */
-export function usesGroupCommit(db: Kysely<DB>): boolean {
-  return sqliteDataVersions.has(db);
-}
-
-/** SQLite's `data_version` reader for a database this module connected (see SqliteConnection); undefined on PostgreSQL. */
-export function sqliteDataVersionOf(db: Kysely<DB>): (() => number) | undefined {
-  return sqliteDataVersions.get(db);
-}
-
-/** On SQLite, what a writer awaits first while the write-ahead log is past its limit (see SqliteConnection.logRoom). */
-export function sqliteLogRoom(db: Kysely<DB>): Promise<void> | undefined {
-  return sqliteLogRooms.get(db)?.();
+  const db = new Kysely<DB>({ dialect: createPostgresDialect(url, options) });
+  return { engine: 'postgres', db, destroy: () => db.destroy() };
 }
 
 function createPostgresDialect(url: string, options: ConnectOptions): Dialect {

@@ -1,6 +1,4 @@
-import type { Kysely } from 'kysely';
-import { sqliteDataVersionOf } from './connect.ts';
-import type { DB } from './database.ts';
+import type { Database } from './connect.ts';
 
 /** Whether other processes may write to the same database file behind this one's back. */
 export function sharesSqliteFile(databaseUrl: string): boolean {
@@ -15,9 +13,9 @@ export function sharesSqliteFile(databaseUrl: string): boolean {
  * every request handled in a turn arrived before the turn began, so a version
  * read during the turn is at least as new as any of them needs.
  */
-export function otherProcessesCommits(db: Kysely<DB>, databaseUrl: string): () => number {
-  const read = sqliteDataVersionOf(db);
-  if (!sharesSqliteFile(databaseUrl) || read === undefined) return () => 0;
+export function otherProcessesCommits(database: Database, databaseUrl: string): () => number {
+  if (database.engine !== 'sqlite' || !sharesSqliteFile(databaseUrl)) return () => 0;
+  const read = database.dataVersion;
   let thisTurn: number | undefined;
   return () => {
     if (thisTurn === undefined) {
@@ -33,10 +31,9 @@ export function otherProcessesCommits(db: Kysely<DB>, databaseUrl: string): () =
  * process's commit: SQLite's stand-in for PostgreSQL's NOTIFY, for whoever
  * can do with "something changed" (see the `elsewhere` signal). Returns the stop.
  */
-export function watchOtherProcessesCommits(db: Kysely<DB>, databaseUrl: string, intervalMs: number, onChange: () => void): () => void {
-  if (!sharesSqliteFile(databaseUrl)) return () => {};
-  const read = sqliteDataVersionOf(db);
-  if (read === undefined) return () => {};
+export function watchOtherProcessesCommits(database: Database, databaseUrl: string, intervalMs: number, onChange: () => void): () => void {
+  if (database.engine !== 'sqlite' || !sharesSqliteFile(databaseUrl)) return () => {};
+  const read = database.dataVersion;
   let last = read();
   const timer = setInterval(() => {
     const version = read();

@@ -1,5 +1,4 @@
 import { CompiledQuery, type ControlledTransaction, type Kysely } from 'kysely';
-import { sqliteLogRoom } from './connect.ts';
 import type { DB } from './database.ts';
 import type { Tx } from './tx.ts';
 
@@ -21,9 +20,7 @@ interface Done {
   callbacks: Array<() => void>;
 }
 
-type Committer = <T>(work: (tx: Tx) => Promise<T>) => Promise<T>;
-
-const committers = new WeakMap<Kysely<DB>, Committer>();
+export type GroupCommit = <T>(work: (tx: Tx) => Promise<T>) => Promise<T>;
 
 /**
  * Group commit for SQLite. Its write transactions run one at a time on one
@@ -34,17 +31,9 @@ const committers = new WeakMap<Kysely<DB>, Committer>();
  * answered only once the shared commit is done. The effect is that of running
  * them one after another, committing each: a caller sees its predecessors'
  * writes, and if the commit itself fails, every caller in it gets the error.
+ * Each batch first awaits `logRoom` (see SqliteConnection.logRoom).
  */
-export function groupCommit<T>(db: Kysely<DB>, work: (tx: Tx) => Promise<T>): Promise<T> {
-  let committer = committers.get(db);
-  if (committer === undefined) {
-    committer = createCommitter(db);
-    committers.set(db, committer);
-  }
-  return committer(work);
-}
-
-function createCommitter(db: Kysely<DB>): Committer {
+export function createGroupCommit(db: Kysely<DB>, logRoom: () => Promise<void> | undefined): GroupCommit {
   const queue: Caller[] = [];
   /** A batch is due at the event loop's next check phase, or running. */
   let scheduled = false;
@@ -70,7 +59,7 @@ function createCommitter(db: Kysely<DB>): Committer {
   async function commitBatch(): Promise<void> {
     let trx: ControlledTransaction<DB>;
     try {
-      await sqliteLogRoom(db);
+      await logRoom();
       trx = await db.startTransaction().execute();
     } catch (error) {
       // Could not even begin (the file is locked beyond the busy timeout, say): everyone waiting would meet the same.

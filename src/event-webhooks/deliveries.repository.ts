@@ -1,5 +1,5 @@
 import { CompiledQuery, type Kysely } from 'kysely';
-import { dialectOf, type DialectName } from '../db/connect.ts';
+import { dialectOf, type Database, type DialectName } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { batchSelect, batchValues, cachedText, insertRows, joinsBatch, placeholders, type AnyRows, type Columns } from '../db/batch.ts';
 import type { DB } from '../db/database.ts';
@@ -346,9 +346,9 @@ export async function finishedDeliveryIdsBefore(db: Kysely<DB>, before: string, 
 }
 
 /** Deletes these deliveries, if still finished, with their attempt logs; answers the rows deleted of each. */
-export async function deleteFinishedDeliveries(db: Kysely<DB>, ids: readonly string[]): Promise<{ deliveries: number; attempts: number }> {
+export async function deleteFinishedDeliveries(database: Database, ids: readonly string[]): Promise<{ deliveries: number; attempts: number }> {
   if (ids.length === 0) return { deliveries: 0, attempts: 0 };
-  return inTransaction(db, async (tx) => {
+  return inTransaction(database, async (tx) => {
     const finished = (await tx.db.selectFrom('deliveries').select('id').where('id', 'in', ids).where('status', '!=', 'pending').execute()).map((row) => row.id);
     if (finished.length === 0) return { deliveries: 0, attempts: 0 };
     const attempts = await tx.db.deleteFrom('delivery_attempts').where('delivery_id', 'in', finished).executeTakeFirst();

@@ -57,7 +57,7 @@ export async function sendTestEvent(deps: Deps, { sender, metrics }: TestSending
     last_error: 'The test was interrupted before its answer was recorded.',
     last_attempt_at: now,
   };
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await insertEvent(tx.db, event);
     await insertDeliveries(tx.db, [delivery]);
   });
@@ -99,7 +99,7 @@ export async function getDelivery(db: Kysely<DB>, accountId: string, id: string)
  * @throws AppError 404 unknown delivery, 409 when it is still pending.
  */
 export async function retryDelivery(deps: Deps, accountId: string, id: string): Promise<Delivery> {
-  const row = await inTransaction(deps.db, async (tx) => {
+  const row = await inTransaction(deps.database, async (tx) => {
     const restarted = await restartDelivery(tx.db, accountId, id, deps.clock.now());
     if (restarted !== undefined) await deps.jobs.enqueue(tx, deliveryJob, [{ id: restarted.id, payload: {}, lane: restarted.endpoint_id }]);
     return restarted;

@@ -86,7 +86,7 @@ export async function createEndpoint(deps: Deps, accountId: string, input: NewEn
     failing_since: null,
     warned_at: null,
   };
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await lockAccount(tx.db, accountId);
     if ((await countEndpoints(tx.db, accountId)) >= MAX_ENDPOINTS_PER_ACCOUNT) {
       throw conflict('limit_reached', `An account can register at most ${MAX_ENDPOINTS_PER_ACCOUNT} event webhook endpoints.`);
@@ -121,7 +121,7 @@ export async function updateEndpoint(deps: Deps, accountId: string, id: string, 
     ...(changes.enabled !== undefined ? { enabled: changes.enabled ? 1 : 0, disabled_reason: null, disabled_at: null, failing_since: null, warned_at: null } : {}),
     updated_at: deps.clock.now(),
   };
-  const row = await inTransaction(deps.db, async (tx) => {
+  const row = await inTransaction(deps.database, async (tx) => {
     const updated = await updateEndpointRow(tx.db, accountId, id, set);
     if (updated === undefined) return undefined;
     // Its lane holds its deliveries while it is paused, and lets them go on the moment it is resumed.
@@ -141,7 +141,7 @@ export async function updateEndpoint(deps: Deps, accountId: string, id: string, 
 export async function rotateSecret(deps: Deps, accountId: string, id: string, origin: RequestOrigin | null = null): Promise<{ secret: string }> {
   const secret = generateSigningSecret();
   const now = deps.clock.now();
-  const row = await inTransaction(deps.db, async (tx) => {
+  const row = await inTransaction(deps.database, async (tx) => {
     const updated = await updateEndpointRow(tx.db, accountId, id, { secret, updated_at: now });
     if (updated !== undefined) {
       await announce(deps.signals, tx, `endpoint:${id}`);
@@ -158,7 +158,7 @@ export async function rotateSecret(deps: Deps, accountId: string, id: string, or
  * @throws AppError 404 unknown endpoint.
  */
 export async function deleteEndpoint(deps: Deps, accountId: string, id: string): Promise<void> {
-  const deleted = await inTransaction(deps.db, async (tx) => {
+  const deleted = await inTransaction(deps.database, async (tx) => {
     // The endpoint first, then (with it) its deliveries, then its lane's jobs: the order settlements lock in (lockEndpoints).
     const removed = await deleteEndpointRow(tx.db, accountId, id);
     if (!removed) return false;

@@ -42,7 +42,7 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
         sender,
         metrics,
         config,
-        otherProcessesCommits: otherProcessesCommits(deps.db, deps.config.databaseUrl),
+        otherProcessesCommits: otherProcessesCommits(deps.database, deps.config.databaseUrl),
         failDueInLane: (lane, result, error, limit) => app.jobs.failDueInLane(deliveryJob, lane, result, error, limit),
       },
       { ...DEFAULT_DELIVERY_OPTIONS, ...options.delivery },
@@ -54,7 +54,7 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
     // Retention: finished deliveries (with their attempt logs), then the events no pending delivery carries.
     app.retention.add('deliveries', async ({ cutoff }, after, limit) => {
       const ids = await finishedDeliveryIdsBefore(deps.db, idBoundAt('dlv', cutoff), after, limit);
-      const deleted = await deleteFinishedDeliveries(deps.db, ids);
+      const deleted = await deleteFinishedDeliveries(deps.database, ids);
       return { deleted: { deliveries: deleted.deliveries, delivery_attempts: deleted.attempts }, cursor: ids.length < limit ? null : ids.at(-1)! };
     });
     app.retention.addKeyed('events', ({ cutoff }, after, limit) => eventIdsBefore(deps.db, idBoundAt('evt', cutoff), after, limit), (_context, ids) => deleteEventsWithoutDeliveries(deps.db, ids));

@@ -53,7 +53,7 @@ async function checkEndpoints(deps: Deps): Promise<void> {
     const since = Number(endpoint.failing_since);
     const payload = { endpointId: endpoint.id, failingSince: since };
     if (now - since >= period && (await failedThroughout(deps, endpoint.id, now - period, period))) {
-      await inTransaction(deps.db, async (tx) => {
+      await inTransaction(deps.database, async (tx) => {
         if (!(await disableFailing(tx.db, endpoint.id, since, now))) return;
         // Its pending deliveries wait, as a paused endpoint's do.
         await deps.jobs.pauseLane(tx, endpoint.id);
@@ -62,7 +62,7 @@ async function checkEndpoints(deps: Deps): Promise<void> {
       });
       deps.logger.warn({ endpointId: endpoint.id, failingSince: toIso(since) }, 'disabled a webhook endpoint that kept failing');
     } else if (endpoint.warned_at === null && now - since >= period / 5) {
-      await inTransaction(deps.db, async (tx) => {
+      await inTransaction(deps.database, async (tx) => {
         if (await markWarned(tx.db, endpoint.id, since, now)) await deps.jobs.enqueue(tx, failingMailJob, [{ payload }]);
       });
     }

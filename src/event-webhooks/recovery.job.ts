@@ -30,7 +30,7 @@ export function feedKind(deps: Deps): JobKind<{ endpointId: string }> {
     retryDelay: exponentialBackoff({ firstMs: 5 * SECOND, maxMs: MINUTE, attempts: Infinity }),
     async perform({ payload: { endpointId } }) {
       if ((await deps.jobs.countInLane(endpointId, FEED_BATCH)) >= FEED_BATCH) return { status: 'later', at: deps.clock.now() + FULL_LANE_WAIT_MS };
-      const handed = await inTransaction(deps.db, async (tx) => {
+      const handed = await inTransaction(deps.database, async (tx) => {
         const batch = await findUnqueued(tx.db, endpointId, FEED_BATCH);
         const now = deps.clock.now();
         await markQueued(tx.db, batch.map((d) => d.deliveryId), now);

@@ -51,7 +51,7 @@ export async function recoverFailed(deps: Deps, accountId: string, endpointId: s
   let count = 0;
   let after: string | undefined;
   for (;;) {
-    const chunk = await inTransaction(deps.db, async (tx) => {
+    const chunk = await inTransaction(deps.database, async (tx) => {
       const reopened = await reopenFailed(tx.db, endpointId, fromId, toId, after, CHUNK);
       if (reopened.count > 0) await deps.jobs.enqueue(tx, feedJob, [{ payload: { endpointId } }]);
       return reopened;
@@ -83,7 +83,7 @@ export async function replayMissing(deps: Deps, accountId: string, endpointId: s
     for (;;) {
       const ids = await eventIdsInWindow(deps.db, accountId, type, fromId, toId, after, CHUNK);
       if (ids.length === 0) break;
-      count += await inTransaction(deps.db, async (tx) => {
+      count += await inTransaction(deps.database, async (tx) => {
         const have = await eventsWithDelivery(tx.db, endpointId, ids);
         const now = deps.clock.now();
         const rows = ids.filter((id) => !have.has(id)).map((id) => ({ ...newDeliveryRow(now, accountId, endpointId, { id, type }), next_attempt_at: null, unqueued: 1 }));

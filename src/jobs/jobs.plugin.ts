@@ -36,7 +36,7 @@ export const jobsPlugin = fp<JobsPluginOptions>(
       register: (kind: AnyJobKind) => runner?.register(kind),
       recur: (recurring: Recurring) => {
         runner?.register(recurringKind(app.deps.clock, recurring));
-        app.addHook('onReady', async () => inTransaction(app.deps.db, (tx) => ensureRecurring(app.deps.jobs, tx, app.deps.clock, recurring)));
+        app.addHook('onReady', async () => inTransaction(app.deps.database, (tx) => ensureRecurring(app.deps.jobs, tx, app.deps.clock, recurring)));
       },
       drain: async () => runner?.drain(),
       failDueInLane: async (type, lane, result, error, limit) => runner?.failDueInLane(type.name, lane, result, error, limit) ?? { touched: 0, gaveUp: 0 },

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import type { Database } from '../db/connect.ts';
 import type { DB } from '../db/database.ts';
 import type { Clock } from '../shared/clock.ts';
 import { DEFAULT_LEASE_MS, runnable, type AnyJobKind, type Job, type Outcome } from './job-kind.ts';
@@ -25,6 +26,8 @@ export interface RunnerOptions {
 export const DEFAULT_RUNNER_OPTIONS: RunnerOptions = { pollIntervalMs: 1000, settleBatchMs: 5 };
 
 export interface RunnerDeps {
+  /** Where settlements are written (inTransaction); `db` runs the claims and leases. */
+  database: Database;
   db: Kysely<DB>;
   clock: Clock;
   logger: FastifyBaseLogger;
@@ -85,7 +88,7 @@ const errorMessage = (error: unknown) => (error instanceof Error ? error.message
  * attempt from claim to settlement, and starting and stopping.
  */
 export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_RUNNER_OPTIONS): Runner {
-  const { db, clock, logger } = deps;
+  const { database, db, clock, logger } = deps;
   const id = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
   const kinds = new Map<string, Kind>();
   const inFlight = new Set<Promise<void>>();
@@ -95,7 +98,7 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
   let starts = 0;
 
   const leases = createLeases({ db, clock, logger, runnerId: id });
-  const settlements = createSettlements({ db, logger, runnerId: id, letGo: leases.letGo }, options.settleBatchMs);
+  const settlements = createSettlements({ database, logger, runnerId: id, letGo: leases.letGo }, options.settleBatchMs);
   const lanes = createLanes({ clock, logger, stopping: () => stopping, claim: (lane, room) => claimInto(parts, lane, room), start });
   const polling = createPolling({ db, clock, logger, kinds, due: lanes.markDue }, options.pollIntervalMs);
   const parts: Parts = { db, clock, logger, runnerId: id, leases, settlements, polling, stopping: () => stopping };

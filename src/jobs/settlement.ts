@@ -1,6 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Kysely } from 'kysely';
-import type { DB } from '../db/database.ts';
+import type { Database } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Attempt, Job, Outcome, RunnableKind, Settlement } from './job-kind.ts';
 import { completeJobs } from './sql/completeJobs.ts';
@@ -29,7 +28,7 @@ export function dueAgainAt(settlement: Settlement): number | undefined {
 }
 
 export interface SettlementDeps {
-  db: Kysely<DB>;
+  database: Database;
   logger: FastifyBaseLogger;
   runnerId: string;
   /** The job is no longer this runner's to renew: its settlement is written, or could not be (then it is attempted again). */
@@ -51,7 +50,7 @@ export interface Settlements {
  * meanwhile means another attempt, never a lost job).
  */
 export function createSettlements(deps: SettlementDeps, batchMs: number): Settlements {
-  const { db, logger, runnerId } = deps;
+  const { database, logger, runnerId } = deps;
   let queued: Ended[] = [];
   let writing: Promise<void> | null = null;
 
@@ -77,14 +76,14 @@ export function createSettlements(deps: SettlementDeps, batchMs: number): Settle
   /** One transaction for the batch; if it fails, each on its own, so one that cannot be written does not sink the rest. */
   async function writeTogetherOrEachAlone(batch: Ended[]): Promise<void> {
     try {
-      return await writeInOneTransaction(db, runnerId, batch);
+      return await writeInOneTransaction(database, runnerId, batch);
     } catch (err) {
       if (batch.length === 1) return void logger.error({ err, jobId: batch[0]!.attempt.job.id }, 'could not settle a job; it will be attempted again');
       logger.warn({ err, count: batch.length }, 'could not settle a batch of jobs; settling them one by one');
     }
     for (const ended of batch) {
       try {
-        await writeInOneTransaction(db, runnerId, [ended]);
+        await writeInOneTransaction(database, runnerId, [ended]);
       } catch (err) {
         logger.error({ err, jobId: ended.attempt.job.id }, 'could not settle a job; it will be attempted again');
       }
@@ -104,8 +103,8 @@ export function createSettlements(deps: SettlementDeps, batchMs: number): Settle
 }
 
 /** The jobs' new states and, for the jobs this runner still held, the kinds' own records of their attempts: all or nothing. */
-async function writeInOneTransaction(db: Kysely<DB>, runnerId: string, batch: Ended[]): Promise<void> {
-  await inTransaction(db, async (tx) => {
+async function writeInOneTransaction(database: Database, runnerId: string, batch: Ended[]): Promise<void> {
+  await inTransaction(database, async (tx) => {
     const finished: string[] = [];
     const rescheduled: Array<{ id: string; run_at: number; attempts: number; last_error: string | null }> = [];
     const released: string[] = [];

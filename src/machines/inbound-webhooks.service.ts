@@ -111,7 +111,7 @@ export async function receiveInboundWebhook(
   if (seen !== undefined) throw replayed(seen.run_id);
   const runId = newId('run', now);
   try {
-    const run = await inTransaction(deps.db, async (tx) => {
+    const run = await inTransaction(deps.database, async (tx) => {
       // First, so that of two identical requests arriving together the second fails here, before it boots anything.
       await insertReceipt(tx.db, { hook_id: hook.id, signature: check.signature, run_id: runId, expires_at: replayableUntil(check.timestamp) });
       await recordInboundWebhookUse(tx.db, hook.id, now);

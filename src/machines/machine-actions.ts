@@ -50,7 +50,7 @@ export async function bootStarting(deps: Deps, provider: MachineProvider, row: M
   } catch (err) {
     deps.logger.error({ err, machineId: row.id }, 'the host failed to boot a machine');
     const mark = (t: Tx) => markError(deps, t, row, 'boot-failure', 'The host could not boot the machine.');
-    const failed = tx ? await mark(tx) : await inTransaction(deps.db, mark);
+    const failed = tx ? await mark(tx) : await inTransaction(deps.database, mark);
     return { machine: failed ?? (await current(deps, row, tx)), ok: false };
   }
   const now = deps.clock.now();
@@ -60,7 +60,7 @@ export async function bootStarting(deps: Deps, provider: MachineProvider, row: M
     await scheduleCheck(deps, t, row.id, checkAt);
     return true;
   };
-  if (await (tx ? record(tx) : inTransaction(deps.db, record))) return { machine: { ...row, version: row.version + 1, updated_at: now }, ok: true };
+  if (await (tx ? record(tx) : inTransaction(deps.database, record))) return { machine: { ...row, version: row.version + 1, updated_at: now }, ok: true };
   return { machine: await current(deps, row, tx), ok: true };
 }
 
@@ -70,7 +70,7 @@ export async function bootStarting(deps: Deps, provider: MachineProvider, row: M
  * before the compare-and-set, in which case nothing was asked of the host.
  */
 export async function stopOrDestroy(deps: Deps, provider: MachineProvider, row: MachineRow, pending: Pending): Promise<HostOutcome | null> {
-  const stopping = await inTransaction(deps.db, (tx) => markStopping(deps, tx, row, pending));
+  const stopping = await inTransaction(deps.database, (tx) => markStopping(deps, tx, row, pending));
   if (stopping === null) return null;
   return finishPending(deps, provider, stopping);
 }
@@ -95,10 +95,10 @@ export async function finishPending(deps: Deps, provider: MachineProvider, row: 
   } catch (err) {
     deps.logger.error({ err, machineId: row.id, action: pending.action }, 'the host failed to stop or destroy a machine');
     const message = pending.action === 'destroy' ? 'The host could not destroy the machine.' : 'The host could not stop the machine.';
-    const failed = await inTransaction(deps.db, (tx) => markError(deps, tx, row, `${pending.action}-failure`, message));
+    const failed = await inTransaction(deps.database, (tx) => markError(deps, tx, row, `${pending.action}-failure`, message));
     return { machine: failed ?? (await current(deps, row)), ok: false };
   }
-  const done = await inTransaction(deps.db, (tx) =>
+  const done = await inTransaction(deps.database, (tx) =>
     pending.action === 'destroy' ? markDestroyed(deps, tx, row, pending.reason) : markStopped(deps, tx, row, pending.reason),
   );
   return { machine: done ?? (await current(deps, row)), ok: true };

@@ -39,7 +39,7 @@ export async function checkMachine(deps: Deps, provider: MachineProvider, machin
   const { observation, checkAt } = await provider.observe(toProviderMachine(machine), deps.clock.now());
   if (observation === null || observation.status === machine.status) return checkAt === null ? DONE : { status: 'later', at: checkAt };
   // Each of these schedules (or cancels) the machine's next check itself, in its own transaction.
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     if (observation.status === 'running') await markRunning(deps, tx, machine, checkAt);
     else if (observation.status === 'error') await markError(deps, tx, machine, observation.reason, observation.message);
     else await markStopped(deps, tx, machine, observation.reason);
@@ -56,7 +56,7 @@ async function expireMachine(deps: Deps, provider: MachineProvider, machineId: s
   const machine = await findMachineById(deps.db, machineId);
   if (machine === undefined || machine.expired_at !== null || machine.status === 'destroyed') return DONE;
   if (machine.status === 'stopping') return { status: 'later', at: deps.clock.now() + EXPIRY_WAIT_MS };
-  const stopping = await inTransaction(deps.db, async (tx) => {
+  const stopping = await inTransaction(deps.database, async (tx) => {
     const expired = await markExpired(deps, tx, machine);
     if (expired === null) return null;
     if (machine.on_expire === 'destroy') return markStopping(deps, tx, expired, { action: 'destroy', reason: 'expired' });
@@ -88,7 +88,7 @@ async function stopForEmptyBalance(deps: Deps, provider: MachineProvider, accoun
 
 /** Brings a pool to its count; boots the host refuses fail the attempt, to be retried. */
 async function refillPoolJob(deps: Deps, provider: MachineProvider, poolId: string): Promise<Outcome> {
-  const refill = await inTransaction(deps.db, (tx) => refillPool(deps, provider, tx, poolId));
+  const refill = await inTransaction(deps.database, (tx) => refillPool(deps, provider, tx, poolId));
   await destroyMarked(deps, provider, refill.surplus);
   if (refill.bootFailures > 0) return { status: 'failed', error: `the host refused ${refill.bootFailures} boot(s)` };
   return DONE;

@@ -46,7 +46,7 @@ async function createProvider(config: Readonly<MachinesConfig>, clock: Clock, lo
 async function checkNow(deps: Deps, machineId: string): Promise<void> {
   const machine = await findMachineById(deps.db, machineId);
   if (machine?.status !== 'running' && machine?.status !== 'starting') return;
-  await inTransaction(deps.db, (tx) => deps.jobs.schedule(tx, machineCheckJob, machineId, { machineId }, deps.clock.now()));
+  await inTransaction(deps.database, (tx) => deps.jobs.schedule(tx, machineCheckJob, machineId, { machineId }, deps.clock.now()));
 }
 
 /**

@@ -57,7 +57,7 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     created_at: now,
     updated_at: now,
   };
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await insertMachine(tx.db, row);
     // Asked of the provider only if the boot call's own answer is never recorded (the process died in between).
     await scheduleCheck(deps, tx, row.id, now + BOOT_CALL_GRACE_MS);
@@ -92,7 +92,7 @@ export async function startMachine(deps: Deps, provider: MachineProvider, accoun
   if (row.status !== 'stopped' && row.status !== 'error') throw wrongStatus('be started', row.status);
   if (row.expired_at !== null) throw machineExpired();
   await requireBalance(deps, accountId);
-  const starting = await inTransaction(deps.db, (tx) => markStarting(deps, tx, row, deps.clock.now() + BOOT_CALL_GRACE_MS));
+  const starting = await inTransaction(deps.database, (tx) => markStarting(deps, tx, row, deps.clock.now() + BOOT_CALL_GRACE_MS));
   if (starting === null) throw changedMeanwhile();
   const { machine, ok } = await bootStarting(deps, provider, starting);
   if (!ok) throw hostFailed('boot');

@@ -85,7 +85,7 @@ export async function createPool(
     updated_at: now,
   };
   try {
-    await inTransaction(deps.db, async (tx) => {
+    await inTransaction(deps.database, async (tx) => {
       await insertPool(tx.db, row);
       await refillOrRetry(deps, provider, tx, row.id);
     });
@@ -102,7 +102,7 @@ export async function createPool(
  */
 export async function resizePool(deps: Deps, provider: MachineProvider, accountId: string, id: string, count: number): Promise<PoolView> {
   const pool = await getPoolRow(deps, accountId, id);
-  const surplus = await inTransaction(deps.db, async (tx) => {
+  const surplus = await inTransaction(deps.database, async (tx) => {
     await updatePoolCount(tx.db, pool.id, count, deps.clock.now());
     return refillOrRetry(deps, provider, tx, pool.id);
   });
@@ -116,7 +116,7 @@ export async function resizePool(deps: Deps, provider: MachineProvider, accountI
  */
 export async function deletePool(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<void> {
   const pool = await getPoolRow(deps, accountId, id);
-  const doomed = await inTransaction(deps.db, async (tx) => {
+  const doomed = await inTransaction(deps.database, async (tx) => {
     if ((await lockPool(tx.db, pool.id)) === undefined) return [];
     const marked = await markForDestruction(deps, tx, await warmPoolMachines(tx.db, pool.id, MAX_POOL_MACHINES));
     await deletePoolRow(tx.db, pool.id);
@@ -234,7 +234,7 @@ export async function claimFromPool(
     throw invalidRequest(`size must be the pool's size (${pool.size}) or left out.`);
   }
   const mcpToken = generateToken('tmm_');
-  const claimed = await inTransaction(deps.db, async (tx) => {
+  const claimed = await inTransaction(deps.database, async (tx) => {
     // Claims and refills of one pool queue on its lock: always pool first, then machines, so they cannot deadlock.
     if ((await lockPool(tx.db, pool.id)) === undefined) throw poolNotFound();
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {

@@ -149,7 +149,7 @@ export async function executeRun(deps: Deps, provider: MachineProvider, runId: s
 /** Records a running run's outcome with its event, then the stop its stopAfter asks for; nothing when another process recorded it first. */
 async function finishRun(deps: Deps, provider: MachineProvider, run: RunRow, outcome: RunOutcome): Promise<void> {
   const after = (await findMachineById(deps.db, run.machine_id))!;
-  const stopping = await inTransaction(deps.db, async (tx) => {
+  const stopping = await inTransaction(deps.database, async (tx) => {
     // False: another process recorded the run first (it took the run over), so neither this outcome nor its stopAfter applies.
     if (!(await completeRun(deps, tx, run, 'running', after, outcome))) return null;
     if (run.stop_after !== 1 || after.status !== 'running') return null;
@@ -177,7 +177,7 @@ export async function startManualRun(
 ): Promise<RunView> {
   const machine = await getMachineRow(deps, accountId, machineId);
   if (machine.status !== 'running') throw wrongStatus('run commands', machine.status);
-  const run = await inTransaction(deps.db, (tx) =>
+  const run = await inTransaction(deps.database, (tx) =>
     queueRun(deps, provider, tx, machine, { ...input, source: 'manual', sourceId: null, sourceName: null }),
   );
   return toRunView(run);

@@ -81,7 +81,7 @@ export async function createSchedule(
     last_run_at: null,
     created_at: now,
   };
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await insertSchedule(tx.db, row);
     await deps.jobs.schedule(tx, scheduleTickJob, row.id, { scheduleId: row.id }, row.next_run_at);
   });
@@ -105,7 +105,7 @@ export async function listSchedules(
 
 /** @throws AppError 404 for an unknown schedule or another account's. */
 export async function deleteSchedule(deps: Deps, accountId: string, id: string): Promise<void> {
-  const deleted = await inTransaction(deps.db, async (tx) => {
+  const deleted = await inTransaction(deps.database, async (tx) => {
     if (!(await deleteScheduleRow(tx.db, accountId, id))) return false;
     await deps.jobs.cancel(tx, scheduleTickJob, id);
     return true;
@@ -126,7 +126,7 @@ export async function fireSchedule(deps: Deps, provider: MachineProvider, schedu
   if (schedule === undefined) return { status: 'done' };
   const now = deps.clock.now();
   const next = nextTick(schedule.cron, now);
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     if (!(await claimScheduleTick(tx.db, schedule, next, now))) return;
     const machine = await findMachineById(tx.db, schedule.machine_id);
     if (machine === undefined) return;

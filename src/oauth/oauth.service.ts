@@ -88,7 +88,7 @@ export async function allowConsent(deps: Deps, provider: Provider, uid: string, 
   const known = requested.filter((scope) => scope === MCP_SCOPE || scope === 'offline_access');
   if (known.length > 0) grant.addOIDCScope(known.join(' '));
   const grantId = await grant.save();
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await insertGrant(tx.db, {
       id: grantId,
       account_id: accountId,
@@ -134,7 +134,7 @@ export async function listApplications(deps: Deps, accountId: string, limit: num
 export async function revokeApplication(deps: Deps, accountId: string, grantId: string, origin: RequestOrigin | null = null): Promise<void> {
   const grant = await findGrant(deps.db, grantId);
   if (grant === undefined || grant.account_id !== accountId) throw notFound('The application');
-  await inTransaction(deps.db, async (tx) => {
+  await inTransaction(deps.database, async (tx) => {
     await deleteGrantEverywhere(tx.db, grantId);
     await recordSecurityEvent(tx.db, { accountId, type: 'oauth_grant_revoked', at: deps.clock.now(), origin, detail: { grantId, clientName: grant.client_name } });
   });

@@ -1,5 +1,4 @@
 import { Counter } from 'prom-client';
-import { dialectOf } from '../db/connect.ts';
 import type { Deps } from '../deps.ts';
 import { jobType } from '../jobs/job-kind.ts';
 import type { Recurring } from '../jobs/recurring.ts';
@@ -60,8 +59,8 @@ declare module 'fastify' {
 export function createRetention(deps: Deps, registry: import('prom-client').Registry, options: { budgetMs?: number; duty?: number } = {}) {
   const pruners = new Map<string, Pruner>();
   const deletedRows = new Counter({ name: 'retention_deleted_rows_total', help: 'Rows deleted by retention, by kind', labelNames: ['kind'] as const, registers: [registry] });
-  const budgetMs = options.budgetMs ?? RUN_BUDGET_MS[dialectOf(deps.db)];
-  const duty = options.duty ?? DUTY[dialectOf(deps.db)];
+  const budgetMs = options.budgetMs ?? RUN_BUDGET_MS[deps.database.engine];
+  const duty = options.duty ?? DUTY[deps.database.engine];
   /** Where each pruner stands in the current pass (this process's; another process starts its pass afresh). */
   let cursors = new Map<string, string | undefined>();
 

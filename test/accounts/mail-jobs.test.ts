@@ -90,7 +90,7 @@ describe('a mail survives a crash right after its change commits', { timeout: DE
     const accountId = (await registered.json()).account.id as string;
     // A reset link, as the (unsendable) reset mail would have carried it.
     const token = generateOpaqueToken();
-    const db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    const db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
     try {
       const now = Date.now();
       await db.insertInto('email_tokens').values({ token_hash: hashToken(token), account_id: accountId, purpose: 'reset_password', expires_at: now + 3_600_000, used_at: null, created_at: now }).execute();

@@ -75,7 +75,7 @@ describe('metering across kill -9 (real processes)', { timeout: 120_000 }, () =>
       assert.equal(created.status, 201, text);
       ids.push(JSON.parse(text).id);
     }
-    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
     const running = () => db.selectFrom('machines').select('id').where('status', '=', 'running').execute();
     await eventually(async () => ((await running()).length === MACHINES ? true : undefined), 20_000, 'every machine running');
     const charges = () => db.selectFrom('billing_ledger').select('id').where('kind', '=', 'usage').execute();

@@ -30,7 +30,7 @@ describe('dashboard in Chromium: event history', () => {
   const call = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: Record<string, unknown>) =>
     live.app.inject({ method, url, headers: asSession(user.session, live.baseUrl), ...(payload ? { payload } : {}) });
   const emit = (type: 'machine.created' | 'machine.stopped') =>
-    inTransaction(live.app.deps.db, (tx) => emitEvent(live.app.deps, tx, { accountId: user.id, type, data: { machine: { id: 'mch_ui' }, detail: {} } }));
+    inTransaction(live.app.deps.database, (tx) => emitEvent(live.app.deps, tx, { accountId: user.id, type, data: { machine: { id: 'mch_ui' }, detail: {} } }));
   const deliveries = async (endpointId: string) => (await call('GET', `/api/event-webhooks/deliveries?endpoint=${endpointId}`)).json().data as Array<{ id: string; eventId: string; status: string }>;
   const settledStatus = (endpointId: string, eventId: string, status: string) =>
     eventually(async () => ((await deliveries(endpointId)).find((d) => d.eventId === eventId)?.status === status ? true : undefined), `delivery ${status}`, 10_000);
@@ -70,8 +70,8 @@ describe('dashboard in Chromium: event history', () => {
     const endpoint = (await call('POST', '/api/event-webhooks', { url: `${receiver.origin}/named`, events: ['machine.created', 'run.failed'], description: 'Named' })).json();
     receiver.answer = 200;
     const machine = { id: 'mch_01jd0000000000000000000042', name: 'build-box', status: 'running', size: 'small', externalId: '', labels: {} };
-    const created = await inTransaction(live.app.deps.db, (tx) => emitEvent(live.app.deps, tx, { accountId: user.id, type: 'machine.created', data: { machine, detail: {} } }));
-    const failedRun = await inTransaction(live.app.deps.db, (tx) => emitEvent(live.app.deps, tx, {
+    const created = await inTransaction(live.app.deps.database, (tx) => emitEvent(live.app.deps, tx, { accountId: user.id, type: 'machine.created', data: { machine, detail: {} } }));
+    const failedRun = await inTransaction(live.app.deps.database, (tx) => emitEvent(live.app.deps, tx, {
       accountId: user.id, type: 'run.failed', data: { run: { id: 'run_01jd0000000000000000000007', source: 'manual', sourceId: null, status: 'failed', output: 'exit 1' }, machine: { id: machine.id, name: machine.name, externalId: '', labels: {} } },
     }));
     await settledStatus(endpoint.id, created.id, 'delivered');

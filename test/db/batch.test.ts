@@ -73,7 +73,7 @@ describe('batched statements', () => {
 
   before(async () => {
     database = await freshDatabase();
-    db = connectDatabase(database.url, { schema: database.schema });
+    db = connectDatabase(database.url, { schema: database.schema }).db;
     await migrateToLatest(db);
     await sql`create table wide (id text primary key, n integer not null, label text)`.execute(db);
     // Enough rows, with statistics, that reading the whole table looks cheap to a planner that does not know which rows a batch names.

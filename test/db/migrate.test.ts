@@ -36,7 +36,7 @@ test('introspection reads only our own schema, so another schema dropped meanwhi
   // with "schema test_… does not exist".
   const ours = await freshDatabase();
   const other = await freshDatabase();
-  const db = connectDatabase(ours.url, { schema: ours.schema });
+  const db = connectDatabase(ours.url, { schema: ours.schema }).db;
   try {
     await sql.raw(`create table ${other.schema}.elsewhere (id serial primary key)`).execute(db);
     await migrateToLatest(db);
@@ -55,7 +55,7 @@ test('introspection reads only our own schema, so another schema dropped meanwhi
 /** A fresh database migrated up to `migration` for `body`, which writes what it had and migrates on; dropped after. */
 async function fromMigration(migration: string, body: (db: Kysely<DB>) => Promise<void>): Promise<void> {
   const database = await freshDatabase();
-  const db = connectDatabase(database.url, { schema: database.schema });
+  const db = connectDatabase(database.url, { schema: database.schema }).db;
   try {
     await migrateTo(db, migration);
     await body(db);

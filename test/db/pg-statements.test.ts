@@ -22,7 +22,7 @@ describe('PostgreSQL transactions with PG_PREPARED_STATEMENTS on', { skip: !onPo
 
   before(async () => {
     database = await freshDatabase();
-    db = connectDatabase(database.url, { schema: database.schema, poolSize: 1, preparedStatements: true });
+    db = connectDatabase(database.url, { schema: database.schema, poolSize: 1, preparedStatements: true }).db;
     await sql`create table pipelined (n int primary key)`.execute(db);
   });
   after(async () => {

@@ -22,7 +22,8 @@ describe('SQLite write-ahead log', { skip: onPostgres && 'SQLite only' }, () => 
   test('stays within its limit while writers never pause, and loses nothing', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'sqlite-log-'));
     const path = join(dir, 'service.db');
-    const db = connectDatabase(`sqlite:${path}`);
+    const database = connectDatabase(`sqlite:${path}`);
+    const { db } = database;
     try {
       await sql`create table log_probe (id integer primary key, body text not null)`.execute(db);
       const writers = 4;
@@ -31,7 +32,7 @@ describe('SQLite write-ahead log', { skip: onPostgres && 'SQLite only' }, () => 
       await Promise.all(
         Array.from({ length: writers }, async () => {
           for (let i = 0; i < each; i++) {
-            await inTransaction(db, (tx) => sql`insert into log_probe (body) values (${ROW})`.execute(tx.db));
+            await inTransaction(database, (tx) => sql`insert into log_probe (body) values (${ROW})`.execute(tx.db));
             largest = Math.max(largest, statSync(`${path}-wal`).size);
           }
         }),
@@ -44,7 +45,7 @@ describe('SQLite write-ahead log', { skip: onPostgres && 'SQLite only' }, () => 
       const { rows } = await sql<{ n: number; bytes: number }>`select count(*) as n, sum(length(body)) as bytes from log_probe`.execute(db);
       assert.deepEqual({ ...rows[0] }, { n: writers * each, bytes: written });
     } finally {
-      await db.destroy();
+      await database.destroy();
       await rm(dir, { recursive: true, force: true });
     }
   });

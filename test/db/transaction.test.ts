@@ -1,27 +1,29 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
-import { connectDatabase } from '../../src/db/connect.ts';
+import { connectDatabase, type Database } from '../../src/db/connect.ts';
 import type { DB } from '../../src/db/database.ts';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { freshDatabase, onPostgres, type TestDatabase } from '../support/database.ts';
 
 /** inTransaction on a real database; on SQLite, concurrent callers share commits (group commit). */
 describe('inTransaction', () => {
-  let database: TestDatabase;
+  let fresh: TestDatabase;
+  let database: Database;
   let db: Kysely<DB>;
   const rows = async () => (await sql<{ id: string }>`select id from tx_probe order by id`.execute(db)).rows.map((row) => row.id);
   const insert = (tx: { db: Kysely<DB> }, id: string, parent: string | null = null) => sql`insert into tx_probe (id, parent) values (${id}, ${parent})`.execute(tx.db);
 
   before(async () => {
-    database = await freshDatabase();
-    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    fresh = await freshDatabase();
+    database = connectDatabase(fresh.url, fresh.schema ? { schema: fresh.schema } : {});
+    db = database.db;
     // A deferred foreign key is checked at COMMIT: the way to make a commit itself fail.
     await sql`create table tx_probe (id text primary key, parent text references tx_probe (id) deferrable initially deferred)`.execute(db);
   });
   after(async () => {
-    await db.destroy();
-    await database.drop();
+    await database.destroy();
+    await fresh.drop();
   });
 
   test('concurrent transactions commit or roll back each on its own; after-commit work runs only for those committed, before they return', async () => {
@@ -29,7 +31,7 @@ describe('inTransaction', () => {
     const afterCommit: string[] = [];
     const results = await Promise.allSettled(
       Array.from({ length: 12 }, (_, i) =>
-        inTransaction(db, async (tx) => {
+        inTransaction(database, async (tx) => {
           const id = `row-${String(i).padStart(2, '0')}`;
           await insert(tx, id);
           tx.afterCommit(() => afterCommit.push(id));
@@ -53,14 +55,14 @@ describe('inTransaction', () => {
 
   test('a statement error rolls back that transaction only, and the error reaches its caller', async () => {
     await sql`delete from tx_probe`.execute(db);
-    await inTransaction(db, async (tx) => insert(tx, 'a'));
+    await inTransaction(database, async (tx) => insert(tx, 'a'));
     const results = await Promise.allSettled([
-      inTransaction(db, async (tx) => insert(tx, 'x')),
-      inTransaction(db, async (tx) => {
+      inTransaction(database, async (tx) => insert(tx, 'x')),
+      inTransaction(database, async (tx) => {
         await insert(tx, 'b');
         await insert(tx, 'a'); // duplicate key
       }),
-      inTransaction(db, async (tx) => insert(tx, 'c')),
+      inTransaction(database, async (tx) => insert(tx, 'c')),
     ]);
     assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
     assert.deepEqual(await rows(), ['a', 'c', 'x']);
@@ -70,11 +72,11 @@ describe('inTransaction', () => {
     await sql`delete from tx_probe`.execute(db);
     const afterCommit: string[] = [];
     const results = await Promise.allSettled([
-      inTransaction(db, async (tx) => {
+      inTransaction(database, async (tx) => {
         await insert(tx, 'orphan', 'missing-parent');
         tx.afterCommit(() => afterCommit.push('orphan'));
       }),
-      inTransaction(db, async (tx) => {
+      inTransaction(database, async (tx) => {
         await insert(tx, 'neighbour');
         tx.afterCommit(() => afterCommit.push('neighbour'));
       }),
@@ -84,7 +86,7 @@ describe('inTransaction', () => {
     assert.equal(results[1]!.status, onPostgres ? 'fulfilled' : 'rejected');
     assert.deepEqual(await rows(), onPostgres ? ['neighbour'] : []);
     assert.deepEqual(afterCommit, onPostgres ? ['neighbour'] : []);
-    await inTransaction(db, async (tx) => insert(tx, 'after'));
+    await inTransaction(database, async (tx) => insert(tx, 'after'));
     assert.ok((await rows()).includes('after'));
   });
 
@@ -104,7 +106,7 @@ describe('inTransaction', () => {
     await Promise.all(
       Array.from({ length: writers }, async (_, w) => {
         for (let i = 0; i < each; i++) {
-          await inTransaction(db, (tx) => insert(tx, `w${w}-${String(i).padStart(3, '0')}`));
+          await inTransaction(database, (tx) => insert(tx, `w${w}-${String(i).padStart(3, '0')}`));
           committed += 1;
         }
       }),

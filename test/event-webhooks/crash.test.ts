@@ -79,7 +79,7 @@ describe('crash safety of deliveries', { timeout: 120_000 }, () => {
     api = await start();
     await createMachines(api, 10, 'after');
 
-    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
     const expected = await eventually(async () => {
       const events = await db.selectFrom('events').select('id').execute();
       const delivered = new Set(receiver.requests.map((request) => JSON.parse(request.body).id as string));
@@ -110,7 +110,7 @@ describe('crash safety of deliveries', { timeout: 120_000 }, () => {
       await fetch(`${service.url}/api/machines`, { method: 'POST', headers: session, body: JSON.stringify({ name: 'retry-after-restart' }) });
       const [failedAttempt] = await flaky.waitFor(1, 20_000);
       // Wait for the failure to be on record, then kill: the retry exists only in the database.
-      db ??= connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+      db ??= connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
       const endpointId = (await created.json()).id as string;
       await eventually(async () => (await db.selectFrom('deliveries').select('attempts').where('endpoint_id', '=', endpointId).executeTakeFirst())?.attempts === 1 || undefined, 10_000, 'the failure recorded');
       assert.equal(await service.kill('SIGKILL'), null);
@@ -146,7 +146,7 @@ describe('crash safety of deliveries', { timeout: 120_000 }, () => {
       const code = await service.kill('SIGTERM');
       assert.equal(code, 0, `exit code ${code}; stderr: ${service.stderr()}`);
       assert.equal(slow.requests.length, 3, `requests: ${slow.requests.map((r) => r.headers['service-event']).join(', ')}`);
-      db ??= connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+      db ??= connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
       const rows = await db.selectFrom('deliveries').select(['status', 'attempts']).where('endpoint_id', '=', endpointId).execute();
       assert.equal(rows.length, 3, JSON.stringify(rows));
       for (const row of rows) assert.deepEqual({ ...row }, { status: 'delivered', attempts: 1 }, JSON.stringify(rows));

@@ -158,7 +158,7 @@ describe('test operation, retry, cancellation and receiver behaviour', () => {
     let deletion: Promise<number> | undefined;
     let deletedBeforeCommit = false;
     // The emit, then the delete (on PostgreSQL from another connection) while the emitting transaction is still open.
-    await inTransaction(ctx.app.deps.db, async (tx) => {
+    await inTransaction(ctx.app.deps.database, async (tx) => {
       await emitEvent(ctx.app.deps, tx, { accountId: owner.id, type: 'machine.started', data: {} });
       deletion = ctx.app.inject({ method: 'DELETE', url: `/api/event-webhooks/${endpoint.id}`, headers: asSession(owner.session) }).then((r) => r.statusCode);
       deletedBeforeCommit = await Promise.race([deletion.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))]);

@@ -189,7 +189,7 @@ describe('event delivery to real HTTPS receivers', () => {
     const hook = await receiver();
     const endpoint = await createEndpoint(ctx, user, { url: hook.url, events: ['machine.expired'] });
     let secret = '';
-    await inTransaction(ctx.app.deps.db, async (tx) => {
+    await inTransaction(ctx.app.deps.database, async (tx) => {
       await emitEvent(ctx.app.deps, tx, { accountId: user.id, type: 'machine.expired', data: {} });
       const rotated = await ctx.app.inject({ method: 'POST', url: `/api/event-webhooks/${endpoint.id}/rotate-secret`, headers: asSession(user.session) });
       secret = rotated.json().secret;

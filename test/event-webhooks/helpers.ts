@@ -6,7 +6,7 @@ import { asSession, type TestContext, type TestUser } from '../support/app.ts';
 
 /** Emits an event the way a domain does: inside a transaction with its change. */
 export function emit(ctx: TestContext, accountId: string, type: EventType, data: Record<string, unknown> = { machine: { id: 'mch_test' }, detail: {} }): Promise<EventEnvelope> {
-  return inTransaction(ctx.app.deps.db, (tx) => emitEvent(ctx.app.deps, tx, { accountId, type, data }));
+  return inTransaction(ctx.app.deps.database, (tx) => emitEvent(ctx.app.deps, tx, { accountId, type, data }));
 }
 
 export async function createEndpoint(ctx: TestContext, user: TestUser, body: Record<string, unknown>): Promise<{ id: string; secret: string; [key: string]: unknown }> {

@@ -38,7 +38,7 @@ describe('the outbox', () => {
           if (!enabled) await updateEndpoint(ctx.app.deps, user.id, row.id, { enabled: false });
           created.push({ id: row.id, events, enabled });
         }
-        const event = await inTransaction(ctx.app.deps.db, (tx) => emitEvent(ctx.app.deps, tx, { accountId: user.id, type, data: {} }));
+        const event = await inTransaction(ctx.app.deps.database, (tx) => emitEvent(ctx.app.deps, tx, { accountId: user.id, type, data: {} }));
 
         const expected = created.filter((e) => e.enabled && subscribes(e.events, type)).map((e) => e.id).sort();
         const deliveries = await ctx.app.deps.db.selectFrom('deliveries').select(['id', 'endpoint_id', 'status', 'event_type']).where('event_id', '=', event.id).execute();
@@ -62,7 +62,7 @@ describe('the outbox', () => {
     const user = await registerUser(ctx);
     for (const events of [['*'], ['machine.created'], ['run.failed']]) await createEndpoint(ctx.app.deps, user.id, { url: 'https://example.com/hook', events });
     const sent: CompiledQuery[] = [];
-    const event = await inTransaction(ctx.app.deps.db, (tx) =>
+    const event = await inTransaction(ctx.app.deps.database, (tx) =>
       emitEvent(ctx.app.deps, { db: recordingStatements(tx.db, sent), afterCommit: tx.afterCommit }, { accountId: user.id, type: 'machine.created', data: {} }),
     );
     const notices = sent.filter((query) => query.sql.includes('pg_notify'));

@@ -71,7 +71,7 @@ describe('the default retry schedule, on every path', () => {
     const endpoint = await createEndpoint(ctx, user, { url: `${down.url}/many`, events: ['machine.error'] });
     const start = ctx.clock.now();
     // Six events of one change: their first attempts all start before any has failed (later ones would wait for a probe).
-    await inTransaction(ctx.app.deps.db, async (tx) => {
+    await inTransaction(ctx.app.deps.database, async (tx) => {
       for (let i = 0; i < 6; i++) await emitEvent(ctx.app.deps, tx, { accountId: user.id, type: 'machine.error', data: { machine: {}, detail: {} } });
     });
     await ctx.app.jobs.drain();

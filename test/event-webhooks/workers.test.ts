@@ -104,7 +104,7 @@ describe('a worker that stops', () => {
       },
     });
     const { deps } = ctx.app;
-    const worker = createRunner({ db: gated, clock: deps.clock, logger: deps.logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 60_000 });
+    const worker = createRunner({ database: deps.database, db: gated, clock: deps.clock, logger: deps.logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 60_000 });
     const sender = createSender(deps.config.webhook);
     worker.register(
       createDeliveryKind({

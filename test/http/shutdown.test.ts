@@ -110,7 +110,7 @@ describe('SIGTERM with busy-then-idle keep-alive clients', { timeout: 60_000 }, 
     for (const answer of answered) assert.equal(answer.headers.connection, 'close');
 
     // Nothing in flight was lost: every test delivery is on record as delivered.
-    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
     const rows = await db.selectFrom('deliveries').select(['status', 'attempts']).where('endpoint_id', '=', endpointId).execute();
     assert.equal(rows.length, CLIENTS);
     for (const row of rows) assert.deepEqual({ ...row }, { status: 'delivered', attempts: 1 });

@@ -96,11 +96,11 @@ describe('the jobs module', () => {
   after(() => ctx.close());
 
   const enqueue = (type: ReturnType<typeof jobType<{ n: number }>>, jobs: Array<{ n: number; lane?: string; runAt?: number }>) =>
-    inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.enqueue(tx, type, jobs.map(({ n, lane, runAt }) => ({ payload: { n }, ...(lane ? { lane } : {}), ...(runAt ? { runAt } : {}) }))));
+    inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.enqueue(tx, type, jobs.map(({ n, lane, runAt }) => ({ payload: { n }, ...(lane ? { lane } : {}), ...(runAt ? { runAt } : {}) }))));
 
   test('a job enqueued in a transaction exists only if it commits; once it does, it runs once and is gone', async () => {
     await assert.rejects(
-      inTransaction(ctx.app.deps.db, async (tx) => {
+      inTransaction(ctx.app.deps.database, async (tx) => {
         await ctx.app.deps.jobs.enqueue(tx, basic.type, [{ payload: { n: 1 } }]);
         throw new Error('the change failed');
       }),
@@ -146,7 +146,7 @@ describe('the jobs module', () => {
   });
 
   test("a paused lane's jobs wait, unclaimed, and go when it resumes; a closed lane's jobs are cancelled", async () => {
-    await inTransaction(ctx.app.deps.db, async (tx) => {
+    await inTransaction(ctx.app.deps.database, async (tx) => {
       await ctx.app.deps.jobs.openLane(tx, 'lane-a', { paused: true });
       await ctx.app.deps.jobs.openLane(tx, 'lane-b', { paused: false });
     });
@@ -154,13 +154,13 @@ describe('the jobs module', () => {
     await ctx.app.jobs.drain();
     assert.deepEqual(laned.attempts.map((a) => a.n), [3], 'only the open lane');
     assert.deepEqual((await jobsOf(ctx, 'test.laned')).map((job) => job.locked_by), [null, null], 'the paused ones are not even leased');
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.resumeLane(tx, 'lane-a'));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.resumeLane(tx, 'lane-a'));
     await ctx.app.jobs.drain();
     assert.deepEqual(laned.attempts.map((a) => a.n).sort(), [1, 2, 3]);
 
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.pauseLane(tx, 'lane-b'));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.pauseLane(tx, 'lane-b'));
     await enqueue(laned.type, [{ n: 4, lane: 'lane-b' }]);
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.closeLane(tx, 'lane-b'));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.closeLane(tx, 'lane-b'));
     await ctx.app.jobs.drain();
     assert.deepEqual(await jobsOf(ctx, 'test.laned'), [], 'cancelled with its lane');
     assert.equal(laned.attempts.length, 3);
@@ -169,7 +169,7 @@ describe('the jobs module', () => {
   test('a recurring job is one for all processes, runs every interval, and a failing run is retried with backoff up to the interval, never given up', async () => {
     const start = ctx.clock.now();
     // Every process makes sure of it at start: still one job, due an interval on.
-    for (let process = 0; process < 2; process++) await inTransaction(ctx.app.deps.db, (tx) => ensureRecurring(ctx.app.deps.jobs, tx, ctx.clock, ticking));
+    for (let process = 0; process < 2; process++) await inTransaction(ctx.app.deps.database, (tx) => ensureRecurring(ctx.app.deps.jobs, tx, ctx.clock, ticking));
     const dueAt = async () => {
       const jobs = await jobsOf(ctx, 'test.ticking');
       assert.equal(jobs.length, 1);
@@ -202,9 +202,9 @@ describe('the jobs module', () => {
 
   test('a job for a subject is one job: scheduling it again moves it, ensuring it leaves it be, cancelling removes it', async () => {
     const at = ctx.clock.now();
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.schedule(tx, recurring.type, 's1', { n: 1 }, at + 60_000));
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.schedule(tx, recurring.type, 's1', { n: 2 }, at + 30_000));
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.ensure(tx, recurring.type, 's1', { n: 3 }, at + 10_000));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.schedule(tx, recurring.type, 's1', { n: 1 }, at + 60_000));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.schedule(tx, recurring.type, 's1', { n: 2 }, at + 30_000));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.ensure(tx, recurring.type, 's1', { n: 3 }, at + 10_000));
     const [job] = await jobsOf(ctx, 'test.recurring');
     assert.deepEqual([job?.key, job?.run_at, JSON.parse(job!.payload)], ['test.recurring:s1', at + 30_000, { n: 2 }]);
     assert.equal((await jobsOf(ctx, 'test.recurring')).length, 1);
@@ -215,7 +215,7 @@ describe('the jobs module', () => {
     assert.deepEqual(recurring.attempts.map((a) => a.n), [2]);
     assert.equal((await jobsOf(ctx, 'test.recurring'))[0]?.run_at, at + 90_000, '"later" keeps it, for its next time');
 
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.cancel(tx, recurring.type, 's1'));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.cancel(tx, recurring.type, 's1'));
     ctx.clock.advance(60_000);
     await ctx.app.jobs.drain();
     assert.equal(recurring.attempts.length, 1);
@@ -234,9 +234,9 @@ describe('the jobs module', () => {
         assert.equal(rescheduled.attempts.length, count, `${count} attempts under way`);
       };
       const at = app.clock.now();
-      await inTransaction(app.app.deps.db, (tx) => app.app.deps.jobs.schedule(tx, rescheduled.type, 'subject', { n: 1 }, at));
+      await inTransaction(app.app.deps.database, (tx) => app.app.deps.jobs.schedule(tx, rescheduled.type, 'subject', { n: 1 }, at));
       await waitForAttempts(1);
-      await inTransaction(app.app.deps.db, (tx) => app.app.deps.jobs.schedule(tx, rescheduled.type, 'subject', { n: 2 }, at));
+      await inTransaction(app.app.deps.database, (tx) => app.app.deps.jobs.schedule(tx, rescheduled.type, 'subject', { n: 2 }, at));
       await waitForAttempts(2);
       // The first attempt ends first and says done; the second, of the job as scheduled now, asks to run again later.
       rescheduled.script.push({ status: 'done' }, { status: 'later', at: at + 60_000 });
@@ -256,7 +256,7 @@ describe('the jobs module', () => {
     const app = await createTestApp({ buildOptions: { runnerOptions: { pollIntervalMs: 3_600_000 } }, setup: (a) => a.jobs.register(handed.kind) });
     try {
       const open = handed.stall();
-      await inTransaction(app.app.deps.db, (tx) => app.app.deps.jobs.enqueue(tx, handed.type, [{ payload: { n: 1 } }]));
+      await inTransaction(app.app.deps.database, (tx) => app.app.deps.jobs.enqueue(tx, handed.type, [{ payload: { n: 1 } }]));
       for (let i = 0; i < 100 && handed.attempts.length === 0; i++) await new Promise((resolve) => setImmediate(resolve));
       assert.equal(handed.attempts.length, 1, 'started without waiting for a poll (the next one is an hour away)');
       const [job] = await jobsOf(app, 'test.handover');
@@ -279,18 +279,18 @@ describe('jobs across processes: leases', () => {
 
   test("a process that dies holding a job keeps it until its lease runs out; then another takes it over, and its attempt is not counted", async () => {
     const kind = scriptedKind('test.leased', { leaseMs: 30_000 });
-    const { db, logger } = ctx.app.deps;
+    const { database, db, logger } = ctx.app.deps;
     const clock = ctx.clock;
     // The dying process's own clock never moves: its heartbeat, which would renew the lease, never comes.
-    const dying = createRunner({ db, clock: manualClock(clock.now()), logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 3_600_000 });
-    const successor = createRunner({ db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 3_600_000 });
+    const dying = createRunner({ database, db, clock: manualClock(clock.now()), logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 3_600_000 });
+    const successor = createRunner({ database, db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 3_600_000 });
     const stalled = scriptedKind('test.leased', { leaseMs: 30_000 });
     dying.register(stalled.kind);
     successor.register(kind.kind);
     const release = stalled.stall();
     dying.start();
     try {
-      await inTransaction(db, (tx) => ctx.app.deps.jobs.enqueue(tx, kind.type, [{ payload: { n: 7 } }]));
+      await inTransaction(database, (tx) => ctx.app.deps.jobs.enqueue(tx, kind.type, [{ payload: { n: 7 } }]));
       dying.wake();
       for (let i = 0; i < 500 && stalled.attempts.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
       assert.equal(stalled.attempts.length, 1, 'the first process took it, and hangs');
@@ -325,13 +325,13 @@ describe('jobs: a settled attempt is not attempted again', () => {
   // Regression: a job left the runner's hands when its attempt ended, before its settlement was written; a lease that ran out meanwhile let a poll claim and send it again.
   test('a job whose attempt has ended stays held, its lease renewed, until its settlement is written', async () => {
     const kind = scriptedKind('test.slow-settle', { leaseMs: 3000 });
-    const { db, logger } = ctx.app.deps;
+    const { database, db, logger } = ctx.app.deps;
     // Settlements written 1.5 s (real time) after the attempt: the clock moves past the lease meanwhile.
-    const runner = createRunner({ db, clock: ctx.clock, logger }, { pollIntervalMs: 500, settleBatchMs: 1500 });
+    const runner = createRunner({ database, db, clock: ctx.clock, logger }, { pollIntervalMs: 500, settleBatchMs: 1500 });
     runner.register(kind.kind);
     runner.start();
     try {
-      await inTransaction(db, (tx) => ctx.app.deps.jobs.enqueue(tx, kind.type, [{ payload: { n: 1 } }]));
+      await inTransaction(database, (tx) => ctx.app.deps.jobs.enqueue(tx, kind.type, [{ payload: { n: 1 } }]));
       runner.wake();
       for (let i = 0; i < 500 && kind.attempts.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
       assert.equal(kind.attempts.length, 1);
@@ -380,10 +380,10 @@ describe('jobs: an attempt lets go of a job it may no longer hold', () => {
   async function startHolding(name: string, db: typeof ctx.app.deps.db) {
     const { type, kind, seen } = abortableKind(name);
     const clock = manualClock(ctx.clock.now());
-    const runner = createRunner({ db, clock, logger: ctx.app.deps.logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 3_600_000 });
+    const runner = createRunner({ database: ctx.app.deps.database, db, clock, logger: ctx.app.deps.logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 3_600_000 });
     runner.register(kind);
     runner.start();
-    await inTransaction(ctx.app.deps.db, (tx) => ctx.app.deps.jobs.enqueue(tx, type, [{ payload: { n: 1 } }]));
+    await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.enqueue(tx, type, [{ payload: { n: 1 } }]));
     runner.wake();
     for (let i = 0; i < 500 && !seen.started; i++) await new Promise((resolve) => setTimeout(resolve, 10));
     assert.ok(seen.started);

@@ -33,7 +33,7 @@ describe('jobs of a dead or stopping worker', { timeout: 240_000 }, () => {
   before(async () => {
     const dir = await mkdtemp(join(tmpdir(), 'takeover-'));
     database = await freshDatabase(join(dir, 'service.db'));
-    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
     // The first request is never answered: its worker is killed while it waits.
     receiver = await startReceiver((_request, n) => (n === 1 ? 'hang' : { status: 200 }));
     env = { DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail'), RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on', MACHINE_BOOT_MS: '200' };

@@ -29,7 +29,7 @@ describe('a real command outlives the worker that started it', { skip, timeout: 
   before(async () => {
     const dir = await mkdtemp(join(tmpdir(), 'docker-takeover-'));
     database = await freshDatabase(join(dir, 'service.db'));
-    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
     const env = { DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail'), RATE_LIMIT: 'off', MACHINE_PROVIDER: 'docker' };
     api = await startServiceProcess({ ...env, ROLE: 'api' });
     processes.push(api, await startServiceProcess({ ...env, ROLE: 'worker' }), await startServiceProcess({ ...env, ROLE: 'worker' }));

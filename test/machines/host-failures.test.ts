@@ -157,7 +157,7 @@ describe('a host that fails', () => {
     const machine = await runningMachine(ctx, owner, { name: 'half-stopped' });
     const row = await machineRow(machine.id);
     // What a process that died between the compare-and-set and the host's answer leaves behind: stopping, checked in 60 s.
-    await inTransaction(ctx.app.deps.db, async (tx) => {
+    await inTransaction(ctx.app.deps.database, async (tx) => {
       await tx.db
         .updateTable('machines')
         .set({ status: 'stopping', pending_action: 'stop', pending_reason: 'after schedule nightly', version: row.version + 1 })

@@ -29,7 +29,7 @@ describe('a schedule fires once per tick with two service processes', { timeout:
     // One at a time into the list: if the second fails to start, after() must still stop the first (else it keeps the test process alive).
     processes.push(await startServiceProcess(env));
     processes.push(await startServiceProcess(env));
-    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {});
+    db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
   });
   after(async () => {
     for (const service of processes) await service.kill('SIGKILL');
