@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { dialectOf } from '../db/connect.ts';
 import { isOneOf } from '../db/batch.ts';
@@ -104,11 +104,15 @@ export function subscribes(events: readonly string[], type: string): boolean {
  * already run one at a time.
  */
 export async function subscribedEndpointIds(db: Kysely<DB>, accountId: string, type: string): Promise<string[]> {
-  let query = db.selectFrom('event_endpoints').select(['id', 'events']).where('account_id', '=', accountId).where('enabled', '=', 1).orderBy('id');
-  if (dialectOf(db) === 'postgres') query = query.forKeyShare();
-  const rows = await query.execute();
+  // Written as text: every emit runs it, and building it with the query builder cost more than running it.
+  const { rows } = await db.executeQuery<Pick<EventEndpointsTable, 'id' | 'events'>>(CompiledQuery.raw(ENABLED_ENDPOINTS[dialectOf(db)], [accountId]));
   return rows.filter((row) => subscribes(eventsOf(row.events), type)).map((row) => row.id);
 }
+
+const ENABLED_ENDPOINTS = {
+  sqlite: 'select id, events from event_endpoints where account_id = ? and enabled = 1 order by id',
+  postgres: 'select id, events from event_endpoints where account_id = $1 and enabled = 1 order by id for key share',
+};
 
 export async function findTarget(db: Kysely<DB>, id: string): Promise<EndpointTarget | undefined> {
   const row = await db.selectFrom('event_endpoints').select(['id', 'url', 'secret', 'enabled', 'failing_since']).where('id', '=', id).executeTakeFirst();
