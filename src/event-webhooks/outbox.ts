@@ -25,7 +25,7 @@ export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<Ev
     payload: {},
     work: { deliveryId: delivery.id, eventType: envelope.type, payload: row.payload },
   }));
-  // The endpoints were read enabled and stay locked until commit: their lanes are open.
+  // The endpoints were read enabled, so their lanes are open; one paused meanwhile is seen by the attempt, which reads its endpoint again.
   await deps.jobs.enqueue(tx, deliveryJob, jobs, { alongside: [eventRows(row), deliveryRows(deliveries)], lanesOpen: true });
   return envelope;
 }

@@ -34,9 +34,10 @@ export interface EnqueueOptions {
   /** Domain rows written by the same statement as the jobs, where the engine allows (an event and its deliveries). */
   alongside?: readonly AnyRows[];
   /**
-   * The caller holds the jobs' lanes open until it commits (it read their
-   * owners enabled, and locked them): those this process can start at once
-   * are leased to it as written, as jobs without a lane are.
+   * The caller has just read the jobs' lanes open (their owners enabled):
+   * those this process can start at once are leased to it as written, as jobs
+   * without a lane are. The kind must check its lane's owner again before an
+   * attempt (a pause may commit first), as the delivery job does.
    */
   lanesOpen?: boolean;
 }
