@@ -190,7 +190,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       stopListening = listenForSignals(config.databaseUrl, signals.channel, signals.hear, logger);
     } else {
       // SQLite has no NOTIFY: other processes on the file are noticed by their commits, as `elsewhere`.
-      const stopWatching = watchOtherProcessesCommits(database, config.databaseUrl, OTHER_PROCESSES_WATCH_MS, () => signals.hear('elsewhere'));
+      const stopWatching = watchOtherProcessesCommits(database, OTHER_PROCESSES_WATCH_MS, () => signals.hear('elsewhere'));
       stopListening = async () => stopWatching();
     }
   });

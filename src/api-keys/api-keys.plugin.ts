@@ -10,7 +10,7 @@ export const apiKeysPlugin = fp(
     const { database, db, clock, config, signals } = app.deps;
     const cache = createApiKeyCache();
     signals.subscribe(cache.hear);
-    app.credentials.bearer('tmk_', apiKeyAuthenticator({ db, clock, cache, otherProcessesCommits: otherProcessesCommits(database, config.databaseUrl) }));
+    app.credentials.bearer('tmk_', apiKeyAuthenticator({ db, clock, cache, otherProcessesCommits: otherProcessesCommits(database) }));
     if (config.role !== 'worker') await app.register(apiKeysRoutes);
   },
   { name: 'api-keys', dependencies: ['core', 'auth'] },

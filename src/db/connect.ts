@@ -25,14 +25,21 @@ const INT8_OID = 20;
  */
 export type Database = { readonly db: Kysely<DB>; destroy(): Promise<void> } & (
   | { readonly engine: 'postgres' }
-  | { readonly engine: 'sqlite'; readonly groupCommit: GroupCommit; readonly dataVersion: () => number }
+  | {
+      readonly engine: 'sqlite';
+      readonly groupCommit: GroupCommit;
+      readonly dataVersion: () => number;
+      /** A file other processes may open too (not `sqlite::memory:`): their commits are behind this one's back. */
+      readonly sharedFile: boolean;
+    }
 );
 
 export function connectDatabase(url: string, options: ConnectOptions = {}): Database {
   if (url.startsWith('sqlite:')) {
     const sqlite = createSqliteDialect(url.slice('sqlite:'.length));
     const db = new Kysely<DB>({ dialect: sqlite.dialect });
-    return { engine: 'sqlite', db, groupCommit: createGroupCommit(db, sqlite.logRoom), dataVersion: sqlite.dataVersion, destroy: () => db.destroy() };
+    const sharedFile = url !== 'sqlite::memory:';
+    return { engine: 'sqlite', db, groupCommit: createGroupCommit(db, sqlite.logRoom), dataVersion: sqlite.dataVersion, sharedFile, destroy: () => db.destroy() };
   }
   const db = new Kysely<DB>({ dialect: createPostgresDialect(url, options) });
   return { engine: 'postgres', db, destroy: () => db.destroy() };

@@ -1,10 +1,5 @@
 import type { Database } from './connect.ts';
 
-/** Whether other processes may write to the same database file behind this one's back. */
-export function sharesSqliteFile(databaseUrl: string): boolean {
-  return databaseUrl.startsWith('sqlite:') && databaseUrl !== 'sqlite::memory:';
-}
-
 /**
  * What a cache compares to know whether another process has committed since
  * it read something: SQLite's `data_version` on a shared file; always 0 where
@@ -13,8 +8,8 @@ export function sharesSqliteFile(databaseUrl: string): boolean {
  * every request handled in a turn arrived before the turn began, so a version
  * read during the turn is at least as new as any of them needs.
  */
-export function otherProcessesCommits(database: Database, databaseUrl: string): () => number {
-  if (database.engine !== 'sqlite' || !sharesSqliteFile(databaseUrl)) return () => 0;
+export function otherProcessesCommits(database: Database): () => number {
+  if (database.engine !== 'sqlite' || !database.sharedFile) return () => 0;
   const read = database.dataVersion;
   let thisTurn: number | undefined;
   return () => {
@@ -31,8 +26,8 @@ export function otherProcessesCommits(database: Database, databaseUrl: string): 
  * process's commit: SQLite's stand-in for PostgreSQL's NOTIFY, for whoever
  * can do with "something changed" (see the `elsewhere` signal). Returns the stop.
  */
-export function watchOtherProcessesCommits(database: Database, databaseUrl: string, intervalMs: number, onChange: () => void): () => void {
-  if (database.engine !== 'sqlite' || !sharesSqliteFile(databaseUrl)) return () => {};
+export function watchOtherProcessesCommits(database: Database, intervalMs: number, onChange: () => void): () => void {
+  if (database.engine !== 'sqlite' || !database.sharedFile) return () => {};
   const read = database.dataVersion;
   let last = read();
   const timer = setInterval(() => {

@@ -42,7 +42,7 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
         sender,
         metrics,
         config,
-        otherProcessesCommits: otherProcessesCommits(deps.database, deps.config.databaseUrl),
+        otherProcessesCommits: otherProcessesCommits(deps.database),
         failDueInLane: (lane, result, error, limit) => app.jobs.failDueInLane(deliveryJob, lane, result, error, limit),
       },
       { ...DEFAULT_DELIVERY_OPTIONS, ...options.delivery },
