@@ -6,6 +6,7 @@ import { emitEvent } from '../../src/event-webhooks/outbox.ts';
 import { asSession, type TestUser } from '../support/app.ts';
 import { eventually, openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { startReceiver } from '../support/receiver.ts';
 
 /** Issue 12 in the dashboard: the attempt log, the filters, recover, replay, re-enabling, the Events page. */
 describe('dashboard in Chromium: event history', () => {
@@ -18,7 +19,8 @@ describe('dashboard in Chromium: event history', () => {
 
   before(async () => {
     // Three attempts 100 ms apart: a delivery fails for good within a second.
-    ui = await openSignedInPage({ app: { realClock: true, env: { WEBHOOK_MAX_ATTEMPTS: '3', WEBHOOK_RETRY_DELAYS: '100ms' } } });
+    // A minute's timeout: an attempt that a receiver holds keeps its delivery pending that long.
+    ui = await openSignedInPage({ app: { realClock: true, env: { WEBHOOK_MAX_ATTEMPTS: '3', WEBHOOK_RETRY_DELAYS: '100ms', WEBHOOK_TIMEOUT_MS: '60000' } } });
     ({ live, user, page, problems } = ui);
     receiver = await startHttpsReceiver();
   });
@@ -232,5 +234,36 @@ describe('dashboard in Chromium: event history', () => {
     assert.ok(emitted.every((event) => eventIds.includes(event.id)), 'every emitted event listed');
     assert.equal(new Set(eventIds).size, eventIds.length, 'each event once');
     assert.deepEqual(problems, []);
+  });
+
+  test('a list polled while a delivery is on its way keeps the older page loaded (a poll read the first page alone and undid "Load older")', async () => {
+    // The newest delivery is held by its receiver: pending, so the page polls every 3 s.
+    const holding = await startReceiver((request) => (request.body.includes('"machine.created"') ? 'hang' : { status: 200, body: 'ok' }));
+    try {
+      const endpoint = (await call('POST', '/api/event-webhooks', { url: `https://127.0.0.1:${holding.port}/held`, events: ['machine.stopped', 'machine.created'], description: 'Held' })).json();
+      let last;
+      for (let i = 0; i < 54; i++) last = await emit('machine.stopped');
+      await settledStatus(endpoint.id, last!.id, 'delivered');
+      const held = await emit('machine.created');
+      await settledStatus(endpoint.id, held.id, 'pending');
+
+      await page.goto(`${live.baseUrl}/event-webhooks/${endpoint.id}`);
+      const rows = page.locator('tr[data-delivery-id]');
+      await eventually(async () => ((await rows.count()) === 50 ? true : undefined), 'the first 50 deliveries');
+      await page.getByRole('button', { name: 'Load older deliveries' }).click();
+      await eventually(async () => ((await rows.count()) === 55 ? true : undefined), 'all 55 deliveries');
+      // A poll reads again only once the last one has drawn: after the second, the first has drawn.
+      const firstPageRead = (request: { url(): string }) => request.url().includes(`endpoint=${endpoint.id}`) && !request.url().includes('cursor=');
+      await page.waitForRequest(firstPageRead, { timeout: 10_000 });
+      await page.waitForRequest(firstPageRead, { timeout: 10_000 });
+      assert.equal(await rows.count(), 55, 'the older page is still shown');
+      const shownIds = await rows.evaluateAll((shown) => shown.map((row) => (row as HTMLElement).dataset['deliveryId']));
+      assert.equal(new Set(shownIds).size, 55, 'each delivery once');
+      assert.equal(await rows.first().getAttribute('data-status'), 'pending', 'the held delivery first, still pending');
+      assert.equal(await page.getByRole('button', { name: 'Load older deliveries' }).count(), 0, 'no more to load');
+      assert.deepEqual(problems, []);
+    } finally {
+      await holding.close();
+    }
   });
 });

@@ -173,27 +173,51 @@ export function itemsOf(page) {
 }
 
 /**
- * A long list read a page at a time, newest first: `first()` reads (again)
- * its first page, `more()` appends the next one; `shown` is what has been
- * read, `nextCursor` null once there is no more.
- * @template T
+ * A long list read a page at a time, newest first (by id, as every list
+ * answers): `read()` reads its first page (again), `more()` appends the next
+ * one, `forget()` starts again from nothing when what is asked changes (a
+ * filter); `shown` is what has been read, `nextCursor` null once there is no
+ * more. A page polled while something on it is still on its way reads the
+ * first page again: the older pages already loaded stay below it, so a poll
+ * never undoes "Load older".
+ * @template {{ id: string }} T
  * @param {(cursor: string | null) => Promise<unknown>} fetchPage
  */
 export function pagedList(fetchPage) {
+  // A read answered after a forget() is about what was asked before: dropped.
+  let asked = 0;
   const list = {
     /** @type {T[]} */
     shown: [],
     /** @type {string | null} */
     nextCursor: null,
-    async first() {
+    async read() {
+      const question = asked;
       const page = /** @type {any} */ (await fetchPage(null));
-      list.shown = itemsOf(page);
-      list.nextCursor = page?.nextCursor ?? null;
+      if (question !== asked) return;
+      /** @type {T[]} */
+      const first = itemsOf(page);
+      const oldestRead = first.at(-1);
+      const newestShown = list.shown[0];
+      // Older items stay only where the first page reaches what was shown: no gap between them.
+      const older = page?.nextCursor && oldestRead && newestShown && oldestRead.id <= newestShown.id
+        ? list.shown.filter((item) => item.id < oldestRead.id)
+        : [];
+      list.shown = [...first, ...older];
+      if (older.length === 0) list.nextCursor = page?.nextCursor ?? null;
     },
     async more() {
+      const question = asked;
       const page = /** @type {any} */ (await fetchPage(list.nextCursor));
-      list.shown = [...list.shown, ...itemsOf(page)];
+      if (question !== asked) return;
+      const shownIds = new Set(list.shown.map((item) => item.id));
+      list.shown = [...list.shown, ...itemsOf(page).filter((item) => !shownIds.has(item.id))];
       list.nextCursor = page?.nextCursor ?? null;
+    },
+    forget() {
+      asked += 1;
+      list.shown = [];
+      list.nextCursor = null;
     },
   };
   return list;

@@ -41,8 +41,13 @@ export function deliveriesSection(endpointId, onCleanup) {
   loadEventTypes().then((types) => {
     for (const type of [...types.map((t) => t.type), 'webhook.test']) typeFilter.append(h('option', { value: type }, type));
   }).catch(() => {});
-  statusFilter.addEventListener('change', () => refresh());
-  typeFilter.addEventListener('change', () => refresh());
+  // Other filters ask another question: the pages read for the last one go.
+  const filtered = () => {
+    deliveries.forget();
+    refresh();
+  };
+  statusFilter.addEventListener('change', filtered);
+  typeFilter.addEventListener('change', filtered);
   const element = card({
     title: 'Recent deliveries',
     id: 'deliveries',
@@ -66,7 +71,7 @@ export function deliveriesSection(endpointId, onCleanup) {
   async function readDeliveries() {
     refreshButton.setAttribute('aria-busy', 'true');
     try {
-      await deliveries.first();
+      await deliveries.read();
       draw();
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));

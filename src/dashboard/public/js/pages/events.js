@@ -25,7 +25,11 @@ export function eventsPage() {
   loadEventTypes().then((types) => {
     for (const { type } of types) typeFilter.append(h('option', { value: type }, type));
   }).catch(() => {});
-  typeFilter.addEventListener('change', () => refresh());
+  typeFilter.addEventListener('change', () => {
+    // Another type asks another question: the pages read for the last one go.
+    events.forget();
+    refresh();
+  });
 
   /** @type {ReturnType<typeof pagedList<EventEnvelope>>} */
   const events = pagedList((cursor) => {
@@ -37,7 +41,7 @@ export function eventsPage() {
 
   async function refresh() {
     try {
-      await events.first();
+      await events.read();
       draw();
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));

@@ -101,7 +101,7 @@ export function runsSection(machineId, onCleanup) {
   /** @returns {Promise<boolean>} whether a run shown has not ended */
   async function readRuns() {
     try {
-      await runs.first();
+      await runs.read();
       draw();
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));

@@ -105,7 +105,7 @@ export function securityLogCard() {
 
   async function refresh() {
     try {
-      await entries.first();
+      await entries.read();
       draw();
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
