@@ -1,7 +1,7 @@
 import { DatabaseSync, type StatementSync, type SQLInputValue } from 'node:sqlite';
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { startWorkerThread } from '../shared/worker-thread.ts';
+import { Worker } from 'node:worker_threads';
 import { SqliteDialect, type Driver, type SqliteDatabase, type SqliteStatement } from 'kysely';
 
 const STATEMENT_CACHE_SIZE = 500;
@@ -57,7 +57,7 @@ export function createSqliteDialect(path: string): SqliteConnection {
   database.exec('PRAGMA temp_store = MEMORY');
   // Checkpoints fsync; left to a commit they would stall the event loop for tens of milliseconds.
   database.exec('PRAGMA wal_autocheckpoint = 0');
-  const checkpointer = startWorkerThread(new URL('./sqlite-checkpoint.worker.ts', import.meta.url), {
+  const checkpointer = new Worker(new URL('./sqlite-checkpoint.worker.js', import.meta.url), {
     workerData: { path, intervalMs: CHECKPOINT_INTERVAL_MS },
   });
   checkpointer.unref();

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Worker } from 'node:worker_threads';
-import { perTurn, startWorkerThread } from '../shared/worker-thread.ts';
+import { Worker } from 'node:worker_threads';
+import { perTurn } from '../shared/worker-thread.ts';
 import type { WebhookConfig } from '../config.ts';
 import { abortMessage, failedBeforeSending, type AttemptResult, type Sender } from './sender.ts';
 
@@ -47,7 +47,7 @@ export function createThreadSender(config: SenderThreadConfig, logger: FastifyBa
   });
 
   function start(): Worker {
-    const thread = startWorkerThread(entry, {
+    const thread = new Worker(entry, {
       workerData: { timeoutMs: config.timeoutMs, allowPrivateTargets: config.allowPrivateTargets } satisfies SenderThreadConfig,
     });
     // Like a socket of the in-thread sender: it keeps the process alive only while an attempt is under way.

@@ -1,43 +1,43 @@
 import { strict as assert } from 'node:assert';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
-import { perTurn, startWorkerThread } from '../../src/shared/worker-thread.ts';
+import { perTurn } from '../../src/shared/worker-thread.ts';
 
 /**
- * A thread on the service's TypeScript gets its modules already stripped,
- * so it never loads Node's type stripper (its memory is the point: about
- * 12 MB per thread, bench/RESULTS.md); a module the scan misses still runs.
+ * Loads `module` in a new thread, as its entry would be, and answers how many
+ * of Node's type-stripper modules that thread loaded: each thread that loads
+ * a .ts file pays about 12 MB for it (bench/RESULTS.md).
  */
-describe('startWorkerThread', () => {
-  // Listened for before the message: a thread that answers and ends at once can have both events in one turn, and
-  // 'exit' awaited only after 'message' would then never come (it hung CI for 86 minutes, 3 runs in 200 under load).
-  const exitOf = (worker: Worker) => once(worker, 'exit').then(([code]) => code as number);
+async function strippersLoadedBy(module: URL, workerData: unknown): Promise<{ strippers: number; worker: Worker }> {
+  const worker = new Worker(`
+    const { parentPort } = require('node:worker_threads');
+    import(${JSON.stringify(module.href)}).then(() =>
+      parentPort.postMessage(process.moduleLoadList.filter((name) => name.includes('amaro')).length));
+  `, { eval: true, workerData });
+  const [strippers] = (await once(worker, 'message')) as [number];
+  return { strippers, worker };
+}
 
-  test('runs a TypeScript module and what it imports, with its workerData and messages, without loading the stripper', async () => {
-    const worker = startWorkerThread(new URL('./fixtures/typed.worker.ts', import.meta.url), { workerData: { n: 21 } });
-    worker.postMessage('the first message is the module\'s own');
-    const exited = exitOf(worker);
-    const [report] = (await once(worker, 'message')) as [{ doubled: unknown; beforeLate: number; greeting: string; afterLate: number; first: string }];
-    assert.equal(await exited, 0);
-    assert.deepEqual(report.doubled, { value: 42 });
-    assert.equal(report.first, 'the first message is the module\'s own');
-    assert.equal(report.beforeLate, 0, 'the modules handed over needed no stripper');
-    assert.equal(report.greeting, 'hello from a module stripped by the thread itself');
-    assert.equal(report.afterLate, 1, 'a module the scan missed is stripped there, as usual');
-  });
+describe('worker threads', () => {
+  test('the SQLite checkpoint thread loads no type stripper; a thread on a .ts module does (what the check sees)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'checkpoint-thread-'));
+    try {
+      const checkpointer = await strippersLoadedBy(new URL('../../src/db/sqlite-checkpoint.worker.js', import.meta.url), { path: join(dir, 'x.db'), intervalMs: 60_000 });
+      const exited = once(checkpointer.worker, 'exit');
+      checkpointer.worker.postMessage('stop');
+      await exited;
+      assert.equal(checkpointer.strippers, 0);
 
-  test('a plain Worker on the same module loads the stripper (what the hand-over saves)', async () => {
-    const worker = new Worker(new URL('./fixtures/typed.worker.ts', import.meta.url), { workerData: { n: 1 } });
-    worker.postMessage('x');
-    const exited = exitOf(worker);
-    const [report] = (await once(worker, 'message')) as [{ beforeLate: number }];
-    assert.equal(await exited, 0);
-    assert.equal(report.beforeLate, 1);
-  });
-
-  test('a module that is not there fails at once, in the caller', () => {
-    assert.throws(() => startWorkerThread(new URL('./fixtures/missing.worker.ts', import.meta.url)), (error: Error & { code?: string }) => error.code === 'ENOENT');
+      const typed = await strippersLoadedBy(new URL('./fixtures/typed-helper.ts', import.meta.url), {});
+      await typed.worker.terminate();
+      assert.equal(typed.strippers, 1);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test('perTurn: what one turn of the event loop adds goes as one batch; flush sends at once', async () => {
