@@ -120,7 +120,7 @@ async function destroyAll(ids: string[]): Promise<void> {
 async function engineBootMs(): Promise<number> {
   const id = newId('mch');
   created.push(id);
-  const settings = { image: machines.image, size: machines.sizes.small ?? Object.values(machines.sizes)[0]!, network: EGRESS_NETWORK.name };
+  const settings = { image: machines.image, size: machines.sizes.small ?? Object.values(machines.sizes)[0]!, network: EGRESS_NETWORK.name, nameserver: null, limitDisk: false };
   const started = performance.now();
   const container = await docker.createContainer(containerSpec({ id, name: 'bench-engine', size: 'small', labels: {}, status: 'starting', statusChangedAt: Date.now(), screen: DEFAULT_SCREEN }, settings));
   await container.start();

@@ -6,13 +6,17 @@
 # root filesystem, imported as machine-platform/rootfs:<version> (kept, so later
 # builds reuse it), and the same Dockerfile builds on top of it.
 # MACHINE_IMAGE_SOURCE=pull|debootstrap chooses; DEBIAN_MIRROR names the mirror.
+# The image carries a hash of machine-image/ (label machine-platform.recipe): when the recipe
+# changes it is built again, so an engine that keeps its images never runs an older recipe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=$(node -p "require('./package.json').version")
 tag="machine-platform/base:$version"
-if [ "${1:-}" != "--force" ] && docker image inspect "$tag" >/dev/null 2>&1; then
-  echo "$tag is already built (--force builds it again)"
+recipe=$(cat machine-image/* | sha256sum | cut -c1-16)
+built=$(docker image inspect -f '{{index .Config.Labels "machine-platform.recipe"}}' "$tag" 2>/dev/null || true)
+if [ "${1:-}" != "--force" ] && [ "$built" = "$recipe" ]; then
+  echo "$tag is already built from this recipe (--force builds it again)"
   exit 0
 fi
 
@@ -26,9 +30,10 @@ if [ -z "$source" ]; then
 fi
 
 if [ "$source" = pull ]; then
-  docker build -t "$tag" machine-image
+  docker build --label "machine-platform.recipe=$recipe" -t "$tag" machine-image
 else
-  rootfs="machine-platform/rootfs:$version"
+  # The root filesystem holds the package list's packages: a new list makes a new one.
+  rootfs="machine-platform/rootfs:$version-$(sha256sum < machine-image/packages.txt | cut -c1-12)"
   if ! docker image inspect "$rootfs" >/dev/null 2>&1; then
     command -v debootstrap >/dev/null || { echo "No image registry reachable and no debootstrap: apt-get install debootstrap" >&2; exit 1; }
     dir=$(mktemp -d)
@@ -39,6 +44,6 @@ else
     rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
     tar -C "$dir" --numeric-owner -c . | docker import - "$rootfs" >/dev/null
   fi
-  docker build --build-arg BASE="$rootfs" -t "$tag" machine-image
+  docker build --label "machine-platform.recipe=$recipe" --build-arg BASE="$rootfs" -t "$tag" machine-image
 fi
 echo "Built $tag"

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { isIP } from 'node:net';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -30,6 +31,8 @@ export interface MachineSize {
   memoryBytes: number;
   /** Processes (and threads) at once. */
   pids: number;
+  /** The machine's disk: what it may write, its image's files included. Enforced only where the engine can (disk-limits.ts). */
+  diskBytes: number;
 }
 
 export interface MachinesConfig {
@@ -43,13 +46,20 @@ export interface MachinesConfig {
   image: string;
   /** MACHINE_EGRESS: whether machines may reach the internet (never the host, its services or private networks). */
   egress: boolean;
+  /**
+   * MACHINE_DNS_SERVERS: where the machines' resolver sends their lookups; empty, the engine host's own
+   * resolvers (its /etc/resolv.conf), which machines could not reach themselves when they are private.
+   */
+  dnsServers: readonly string[];
 }
 
 /** The service's own version: the default image's tag. */
 export const SERVICE_VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
 /** The image `npm run machine-image` builds. */
 export const DEFAULT_MACHINE_IMAGE = `machine-platform/base:${SERVICE_VERSION}`;
-const DEFAULT_MACHINE_SIZES = 'small=1/1g/512,medium=2/2g/1024,large=4/4g/2048';
+const DEFAULT_MACHINE_SIZES = 'small=1/1g/512/10g,medium=2/2g/1024/20g,large=4/4g/2048/40g';
+/** A size that names no disk gets this one. */
+const DEFAULT_DISK_BYTES = 10 * 1024 ** 3;
 
 /**
  * Speed techniques, each on by default and each measured (bench/RESULTS.md):
@@ -134,6 +144,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     sizes: parseSizes(env.MACHINE_SIZES || DEFAULT_MACHINE_SIZES),
     image: nonEmpty('MACHINE_IMAGE', env.MACHINE_IMAGE ?? DEFAULT_MACHINE_IMAGE),
     egress: parseSwitch('MACHINE_EGRESS', env.MACHINE_EGRESS, true),
+    dnsServers: parseDnsServers(env.MACHINE_DNS_SERVERS),
   };
   const config: Config = {
     port,
@@ -233,24 +244,40 @@ function parseMachineProvider(value: string | undefined): MachinesConfig['provid
   return fail('MACHINE_PROVIDER', 'must be simulated or docker', value);
 }
 
-const MEMORY_UNITS: Record<string, number> = { k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+const MEMORY_UNITS: Record<string, number> = { k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
 
-/** `small=1/1g/512,…`: CPUs (fractions allowed), memory (k, m or g), processes. */
+/** `small=1/1g/512/10g,…`: CPUs (fractions allowed), memory (k, m or g), processes, and the disk (m, g or t; 10g when left out). */
 function parseSizes(value: string): Record<string, MachineSize> {
   const sizes: Record<string, MachineSize> = {};
-  const shape = 'must look like small=1/1g/512,medium=2/2g/1024 (name=cpus/memory/processes)';
+  const shape = 'must look like small=1/1g/512/10g,medium=2/2g/1024/20g (name=cpus/memory/processes/disk)';
   for (const item of value.split(',')) {
-    const match = /^\s*([a-z][a-z0-9-]{0,31})\s*=\s*(\d+(?:\.\d+)?)\/(\d+)([kmg])\/(\d+)\s*$/i.exec(item);
+    const match = /^\s*([a-z][a-z0-9-]{0,31})\s*=\s*(\d+(?:\.\d+)?)\/(\d+)([kmg])\/(\d+)(?:\/(\d+)([mgt]))?\s*$/i.exec(item);
     if (!match) return fail('MACHINE_SIZES', shape, value);
-    const [, name, cpus, amount, unit, pids] = match;
+    const [, name, cpus, amount, unit, pids, disk, diskUnit] = match;
     if (sizes[name!] !== undefined) fail('MACHINE_SIZES', `names "${name}" twice`, value);
-    const size = { cpus: Number(cpus), memoryBytes: Number(amount) * MEMORY_UNITS[unit!.toLowerCase()]!, pids: Number(pids) };
+    const size = {
+      cpus: Number(cpus),
+      memoryBytes: Number(amount) * MEMORY_UNITS[unit!.toLowerCase()]!,
+      pids: Number(pids),
+      diskBytes: disk === undefined ? DEFAULT_DISK_BYTES : Number(disk) * MEMORY_UNITS[diskUnit!.toLowerCase()]!,
+    };
+    if (size.diskBytes < 512 * 1024 ** 2 || size.diskBytes > 16 * 1024 ** 4) fail('MACHINE_SIZES', `gives "${name}" ${disk}${diskUnit} of disk (512m to 16t)`, value);
     if (size.cpus < 0.1 || size.cpus > 64) fail('MACHINE_SIZES', `gives "${name}" ${cpus} CPUs (0.1 to 64)`, value);
     if (size.memoryBytes < 64 * 1024 ** 2 || size.memoryBytes > 256 * 1024 ** 3) fail('MACHINE_SIZES', `gives "${name}" ${amount}${unit} of memory (64m to 256g)`, value);
     if (size.pids < 16 || size.pids > 65_536) fail('MACHINE_SIZES', `gives "${name}" ${pids} processes (16 to 65536)`, value);
     sizes[name!] = size;
   }
   return sizes;
+}
+
+/** MACHINE_DNS_SERVERS: IPv4 addresses, comma-separated (an IPv6 one would need the machines' network to have IPv6). */
+function parseDnsServers(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return [];
+  const servers = value.split(',').map((server) => server.trim());
+  for (const server of servers) {
+    if (isIP(server) !== 4) fail('MACHINE_DNS_SERVERS', `must be IPv4 addresses separated by commas ("${server}" is not one)`, value);
+  }
+  return servers;
 }
 
 /** The built-in prices, for the built-in sizes; sizes of one's own need MACHINE_PRICES. */

@@ -48,12 +48,13 @@ describe('loadConfig', () => {
         provider: 'simulated',
         bootMs: 2000,
         sizes: {
-          small: { cpus: 1, memoryBytes: 1024 ** 3, pids: 512 },
-          medium: { cpus: 2, memoryBytes: 2 * 1024 ** 3, pids: 1024 },
-          large: { cpus: 4, memoryBytes: 4 * 1024 ** 3, pids: 2048 },
+          small: { cpus: 1, memoryBytes: 1024 ** 3, pids: 512, diskBytes: 10 * 1024 ** 3 },
+          medium: { cpus: 2, memoryBytes: 2 * 1024 ** 3, pids: 1024, diskBytes: 20 * 1024 ** 3 },
+          large: { cpus: 4, memoryBytes: 4 * 1024 ** 3, pids: 2048, diskBytes: 40 * 1024 ** 3 },
         },
         image: DEFAULT_MACHINE_IMAGE,
         egress: true,
+        dnsServers: [],
       },
       jobs: { pollIntervalMs: 1000 },
       billing: {
@@ -83,18 +84,28 @@ describe('loadConfig', () => {
   });
 
   test('real machines (CONTRACT 15): MACHINE_PROVIDER=docker, MACHINE_IMAGE, MACHINE_SIZES (priced by MACHINE_PRICES, exactly), MACHINE_EGRESS', () => {
-    const config = loadConfig({ MACHINE_PROVIDER: 'docker', MACHINE_IMAGE: 'debian:bookworm', MACHINE_EGRESS: 'off', MACHINE_SIZES: 'tiny=0.5/256m/64, big=8/16g/4096', MACHINE_PRICES: 'tiny=0.01,big=1.00' });
+    const config = loadConfig({ MACHINE_PROVIDER: 'docker', MACHINE_IMAGE: 'debian:bookworm', MACHINE_EGRESS: 'off', MACHINE_SIZES: 'tiny=0.5/256m/64/1g, big=8/16g/4096', MACHINE_PRICES: 'tiny=0.01,big=1.00' });
     assert.equal(config.machines.provider, 'docker');
     assert.equal(config.machines.image, 'debian:bookworm');
     assert.equal(config.machines.egress, false);
-    assert.deepEqual(config.machines.sizes, { tiny: { cpus: 0.5, memoryBytes: 256 * 1024 ** 2, pids: 64 }, big: { cpus: 8, memoryBytes: 16 * 1024 ** 3, pids: 4096 } });
+    assert.deepEqual(config.machines.sizes, {
+      tiny: { cpus: 0.5, memoryBytes: 256 * 1024 ** 2, pids: 64, diskBytes: 1024 ** 3 },
+      big: { cpus: 8, memoryBytes: 16 * 1024 ** 3, pids: 4096, diskBytes: 10 * 1024 ** 3 },
+    });
     assert.deepEqual(config.billing.pricesMicrosPerHour, { tiny: 10_000, big: 1_000_000 });
+    assert.deepEqual(config.machines.dnsServers, []);
+    assert.deepEqual(loadConfig({ MACHINE_DNS_SERVERS: ' 10.0.0.2, 1.1.1.1' }).machines.dnsServers, ['10.0.0.2', '1.1.1.1']);
     assert.match(DEFAULT_MACHINE_IMAGE, /^machine-platform\/base:\d+\.\d+\.\d+/);
     const refused: Array<[Record<string, string>, string]> = [
       [{ MACHINE_SIZES: 'small=1/1g' }, 'MACHINE_SIZES'],
       [{ MACHINE_SIZES: 'small=0/1g/512' }, 'MACHINE_SIZES'],
       [{ MACHINE_SIZES: 'small=1/1t/512' }, 'MACHINE_SIZES'],
       [{ MACHINE_SIZES: 'small=1/1g/8' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'small=1/1g/512/100m' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'small=1/1g/512/17t' }, 'MACHINE_SIZES'],
+      [{ MACHINE_SIZES: 'small=1/1g/512/10' }, 'MACHINE_SIZES'],
+      [{ MACHINE_DNS_SERVERS: '10.0.0.2,resolver.internal' }, 'MACHINE_DNS_SERVERS'],
+      [{ MACHINE_DNS_SERVERS: '::1' }, 'MACHINE_DNS_SERVERS'],
       [{ MACHINE_SIZES: 'small=1/1g/512,small=2/2g/512' }, 'MACHINE_SIZES'],
       [{ MACHINE_SIZES: 'tiny=1/1g/512' }, 'MACHINE_PRICES'],
       [{ MACHINE_SIZES: 'tiny=1/1g/512', MACHINE_PRICES: 'tiny=0.01,small=0.05' }, 'MACHINE_PRICES'],

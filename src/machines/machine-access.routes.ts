@@ -30,12 +30,16 @@ export const FileEntrySchema = Type.Object({
 });
 export const DirectorySchema = Type.Object({ path: Type.String(), entries: Type.Array(FileEntrySchema) });
 
+const EndReason = Type.Union([Type.Literal('exited'), Type.Literal('machine-stopped'), Type.Literal('lost'), Type.Null()], {
+  description: 'Why it ended: `exited` (by itself or a signal), `machine-stopped` (the machine stopped under it), `lost` (its supervisor in the machine died); null while it runs',
+});
 export const ProcessSchema = Type.Object({
   id: Type.String({ description: 'proc_…' }),
   command: Type.String(),
   pid: Type.Integer({ description: "Its process id in the machine (and its process group's)" }),
   status: Type.Union([Type.Literal('running'), Type.Literal('exited')]),
   exitCode: Type.Union([Type.Integer(), Type.Null()], { description: 'Null while it runs, or when the machine stopped under it' }),
+  endReason: EndReason,
   startedAt: Timestamp,
 });
 export const ProcessOutputSchema = Type.Object({
@@ -44,6 +48,7 @@ export const ProcessOutputSchema = Type.Object({
   offset: Type.Integer({ description: 'Pass it as `offset` to read on: bytes of stdout and stderr together, in the order they came' }),
   running: Type.Boolean(),
   exitCode: Type.Union([Type.Integer(), Type.Null()]),
+  endReason: EndReason,
 });
 export const ProcessSignalName = Type.Union([Type.Literal('TERM'), Type.Literal('KILL'), Type.Literal('INT'), Type.Literal('HUP')]);
 

@@ -36,6 +36,7 @@ export interface ProcessView {
   pid: number;
   status: ProcessInfo['status'];
   exitCode: number | null;
+  endReason: ProcessInfo['endReason'];
   startedAt: string;
 }
 

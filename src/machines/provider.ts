@@ -37,6 +37,13 @@ export interface MachineFiles {
   remove(machine: ProviderMachine, path: string, recursive: boolean): Promise<'removed' | 'missing' | 'directory'>;
 }
 
+/**
+ * Why a process ended: it exited (by itself or by a signal), the machine
+ * stopped under it, or its supervisor in the machine died (what it did after
+ * that is unknown). Null while it runs.
+ */
+export type ProcessEndReason = 'exited' | 'machine-stopped' | 'lost';
+
 /** A background process in a machine, as the machine records it. */
 export interface ProcessInfo {
   id: string;
@@ -45,6 +52,7 @@ export interface ProcessInfo {
   status: 'running' | 'exited';
   /** Null while it runs, or when it did not exit by itself (the machine stopped under it). */
   exitCode: number | null;
+  endReason: ProcessEndReason | null;
   /** Epoch ms. */
   startedAt: number;
 }
@@ -57,6 +65,7 @@ export interface ProcessOutput {
   offset: number;
   running: boolean;
   exitCode: number | null;
+  endReason: ProcessEndReason | null;
 }
 
 export type ProcessSignal = 'TERM' | 'KILL' | 'INT' | 'HUP';
@@ -159,6 +168,8 @@ export interface MachineProvider {
    * @throws ConfigError naming the variable to fix.
    */
   start?(): Promise<void>;
+  /** What an operator must know about how machines run here, once started (a limit the host cannot enforce): the start-up line and /readyz say it. */
+  warnings?(): readonly string[];
   /**
    * Tells, through `notice`, of machines whose host changed on its own (a
    * machine that ended), so they are observed now rather than at their next

@@ -15,7 +15,12 @@ export const opsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/readyz', {
     config: { auth: 'none' },
-    schema: { tags, summary: 'The database answers', response: responses({ 200: Type.Object({ ok: Type.Literal(true) }) }) },
+    schema: {
+      tags,
+      summary: 'The database answers',
+      description: 'Ready when the database answers. `warnings` says what an operator must know about how machines run here (a disk limit the engine cannot enforce); absent when there is nothing to say.',
+      response: responses({ 200: Type.Object({ ok: Type.Literal(true), warnings: Type.Optional(Type.Array(Type.String())) }) }),
+    },
   }, async () => {
     try {
       await sql`select 1`.execute(app.deps.db);
@@ -23,7 +28,8 @@ export const opsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       app.deps.logger.warn({ err }, 'readiness check failed');
       throw new AppError(503, 'service_unavailable', 'The database does not answer.');
     }
-    return { ok: true as const };
+    const warnings = app.hasDecorator('machineProvider') ? app.machineProvider.warnings?.() ?? [] : [];
+    return warnings.length > 0 ? { ok: true as const, warnings: [...warnings] } : { ok: true as const };
   });
 
   app.get('/metrics', {

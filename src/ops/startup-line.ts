@@ -7,7 +7,7 @@ import { databaseOf } from './startup-errors.ts';
  * machines). It goes to stderr, like the one line of a failed start-up:
  * stdout carries only JSON lines, which log shippers parse one by one.
  */
-export function describeStartup(config: Pick<Config, 'publicUrl' | 'role' | 'databaseUrl' | 'smtpUrl' | 'mailDir' | 'machines'>, address: string): string {
+export function describeStartup(config: Pick<Config, 'publicUrl' | 'role' | 'databaseUrl' | 'smtpUrl' | 'mailDir' | 'machines'>, address: string, warnings: readonly string[] = []): string {
   const where = config.role === 'worker'
     ? `worker (ROLE=worker): background jobs, with /healthz, /readyz and /metrics at ${address}`
     : `dashboard and API at ${config.publicUrl} (listening on ${address})${config.role === 'api' ? ', no background jobs here (ROLE=api)' : ''}`;
@@ -17,6 +17,7 @@ export function describeStartup(config: Pick<Config, 'publicUrl' | 'role' | 'dat
     database,
     config.smtpUrl === null ? `mail as .eml files in ${config.mailDir} (SMTP_URL is not set)` : `mail through ${smtpServerOf(config.smtpUrl)}`,
     `machines on the ${config.machines.provider} provider (MACHINE_PROVIDER)`,
+    ...warnings.map((warning) => `WARNING: ${warning}`),
   ].join(' · ');
 }
 

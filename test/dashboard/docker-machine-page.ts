@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { asSession } from '../support/app.ts';
 import { eventually, openSignedInPage, type SignedInPage } from '../support/browser.ts';
-import { removeMachineContainers } from '../support/docker.ts';
+import { DOCKER_TEST_ENV, removeMachineContainers } from '../support/docker.ts';
 
 /** A container boots, a command runs, in seconds on an idle host; this one is shared, and every step waits on the engine. */
 export const MACHINE_MS = 120_000;
@@ -15,7 +15,7 @@ export interface DockerMachinePage extends SignedInPage {
 
 /** A signed-in Chromium page on a service with MACHINE_PROVIDER=docker, and a machine of it created and running. */
 export async function openDockerMachinePage(machine: { name: string } & Record<string, unknown>): Promise<DockerMachinePage> {
-  const ui = await openSignedInPage({ app: { realClock: true, env: { MACHINE_PROVIDER: 'docker', MACHINE_WORKER_INTERVAL_MS: '200' } } });
+  const ui = await openSignedInPage({ app: { realClock: true, env: { MACHINE_PROVIDER: 'docker', ...DOCKER_TEST_ENV, MACHINE_WORKER_INTERVAL_MS: '200' } } });
   const { live, user, page } = ui;
   const close = async () => {
     const machines = await live.app.deps.db.selectFrom('machines').select('id').execute();

@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newContext, startLiveApp, watchConsole, type LiveApp } from '../support/browser.ts';
-import { dockerUnavailable, removeMachineContainers } from '../support/docker.ts';
+import { DOCKER_TEST_ENV, dockerUnavailable, removeMachineContainers } from '../support/docker.ts';
 import { newOwner, pathOf, type Owner } from '../support/machines.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -20,7 +20,7 @@ describe('live view of a real machine, in Chromium', { skip, timeout: 300_000 },
   let machineId: string;
 
   before(async () => {
-    live = await startLiveApp({ realClock: true, env: { MACHINE_PROVIDER: 'docker' } });
+    live = await startLiveApp({ realClock: true, env: { MACHINE_PROVIDER: 'docker', ...DOCKER_TEST_ENV } });
     owner = await newOwner(live);
     browser = await launchBrowser();
     const created = await owner.call('POST', '/api/machines', { name: 'watched', screen: { width: 800, height: 600 } });

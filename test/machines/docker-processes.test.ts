@@ -7,7 +7,8 @@ import type { Kysely } from 'kysely';
 import { connectDatabase } from '../../src/db/connect.ts';
 import type { DB } from '../../src/db/database.ts';
 import { freshDatabase, urlWithSchema, type TestDatabase } from '../support/database.ts';
-import { dockerUnavailable, removeMachineContainers } from '../support/docker.ts';
+import { hostnameOf } from '../../src/machines/docker/container-spec.ts';
+import { DOCKER_TEST_ENV, dockerUnavailable, removeMachineContainers } from '../support/docker.ts';
 import { eventually } from '../support/receiver.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 
@@ -30,7 +31,7 @@ describe('a real command outlives the worker that started it', { skip, timeout: 
     const dir = await mkdtemp(join(tmpdir(), 'docker-takeover-'));
     database = await freshDatabase(join(dir, 'service.db'));
     db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
-    const env = { DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail'), RATE_LIMIT: 'off', MACHINE_PROVIDER: 'docker' };
+    const env = { DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail'), RATE_LIMIT: 'off', MACHINE_PROVIDER: 'docker', ...DOCKER_TEST_ENV };
     api = await startServiceProcess({ ...env, ROLE: 'api' });
     processes.push(api, await startServiceProcess({ ...env, ROLE: 'worker' }), await startServiceProcess({ ...env, ROLE: 'worker' }));
     const json = { 'content-type': 'application/json', origin: api.url };
@@ -71,7 +72,7 @@ describe('a real command outlives the worker that started it', { skip, timeout: 
     }, 60_000, 'the run to end');
     assert.deepEqual(
       [finished.status, finished.exitCode, finished.stdout, finished.stderr],
-      ['succeeded', 0, 'begun\ndone on outliver\n', 'warn\n'],
+      ['succeeded', 0, `begun\ndone on ${hostnameOf(machine.id)}\n`, 'warn\n'],
       'executed once: the output of one execution',
     );
     const events = ((await call('GET', '/api/events?limit=100')).data as Array<{ type: string; data: { run?: { id: string } } }>).filter((event) => event.data.run?.id === run.id);

@@ -6,6 +6,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { TestContext } from '../support/app.ts';
 import { dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
 import type { Owner } from '../support/machines.ts';
+import { colours, decodePng } from '../support/png.ts';
 import { eventually } from '../support/receiver.ts';
 
 const skip = await dockerUnavailable();
@@ -78,6 +79,28 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
     assert.deepEqual(pngSize(http.rawPayload), { width: 1024, height: 768 });
     const refused = await owner.call('POST', '/api/machines', { name: 'huge', screen: { width: 4000, height: 3000 } });
     assert.equal(refused.statusCode, 400);
+  });
+
+  test('the first screenshot shows a desktop: a background, a terminal and a panel whose Terminal button opens another one', async () => {
+    // Regression: the init started a display and a window manager but no window, so a fresh machine's screen was all black.
+    const machine = await runningMachine({ name: 'first-look' });
+    const { call } = await agentOf(machine);
+    const first = decodePng(imageOf(await call('screenshot')));
+    assert.deepEqual([first.width, first.height], [1280, 800]);
+    const whole = colours(first);
+    assert.ok(whole.length >= 8, `more than a few colours: ${JSON.stringify(whole.slice(0, 8))}`);
+    assert.ok(whole[0]![1] < 0.9 * 1280 * 800, `no colour fills the screen: ${JSON.stringify(whole.slice(0, 3))}`);
+    const share = (colour: string, found: Array<[string, number]>, of: number) => (found.find(([c]) => c === colour)?.[1] ?? 0) / of;
+    assert.ok(share('#2b4a6f', whole, 1280 * 800) > 0.2, 'the background shows around the windows');
+    assert.ok(share('#101418', whole, 1280 * 800) > 0.2, "a terminal's window takes a good part of the screen");
+    const panel = colours(first, { x: 0, y: 800 - 32, width: 1280, height: 32 });
+    assert.ok(share('#1c2530', panel, 1280 * 32) > 0.5, `a panel along the bottom: ${JSON.stringify(panel.slice(0, 3))}`);
+    const buttonArea = colours(first, { x: 0, y: 800 - 32, width: 120, height: 32 });
+    assert.ok(share('#34506b', buttonArea, 120 * 32) > 0.2, `a button at the panel's left: ${JSON.stringify(buttonArea.slice(0, 3))}`);
+    assert.equal((await run(machine.id, 'xdotool search --onlyvisible --class xterm | wc -l')).stdout, '1\n');
+    // The panel's Terminal button, as an agent would click it from the picture.
+    await call('computer', { action: 'left_click', coordinate: [40, 800 - 16] });
+    await eventually(async () => ((await run(machine.id, 'xdotool search --onlyvisible --class xterm | wc -l')).stdout === '2\n' ? true : undefined), 20_000, 'a second terminal');
   });
 
   test('computer: typing into a terminal and pressing Return runs a command; a click moves the pointer there; bad actions are tool errors', async () => {

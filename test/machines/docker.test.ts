@@ -242,7 +242,9 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
     await statusIs(machine.id, 'running');
     const after = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}`)).json();
-    assert.deepEqual([after.status, after.exitCode], ['exited', null], 'the stop ended it');
+    assert.deepEqual([after.status, after.exitCode, after.endReason], ['exited', null, 'machine-stopped'], 'the stop ended it, and it says so');
+    const output = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output`)).json();
+    assert.deepEqual([output.running, output.exitCode, output.endReason], [false, null, 'machine-stopped']);
   });
 
   test('destroy removes the container and its volumes; expiry destroys the machine too', async () => {

@@ -28,4 +28,10 @@ describe('the start-up line a person reads', () => {
     assert.match(line, /an in-memory SQLite database \(nothing is kept\)/);
     assert.equal(line.split('\n').length, 1);
   });
+
+  test('what an operator must know is said on the same line: machines whose disks are not limited', () => {
+    const line = describeStartup(loadConfig({ MACHINE_PROVIDER: 'docker' }), 'http://127.0.0.1:3000', ["machines' disks are NOT limited: the engine's overlay2 storage cannot limit a container's disk. One machine can fill the host's disk."]);
+    assert.match(line, / · WARNING: machines' disks are NOT limited: .* One machine can fill the host's disk\.$/);
+    assert.equal(line.split('\n').length, 1);
+  });
 });

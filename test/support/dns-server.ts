@@ -12,8 +12,9 @@ export interface DnsServer {
   close(): Promise<void>;
 }
 
-/** A real nameserver over UDP on 127.0.0.1, answering from `answer(name)`; AAAA questions get no records. */
-export async function startDnsServer(answer: (name: string) => DnsAnswer): Promise<DnsServer> {
+/** A real nameserver over UDP (on 127.0.0.1 and a free port unless told), answering from `answer(name)`; AAAA questions get no records. */
+export async function startDnsServer(answer: (name: string) => DnsAnswer, listen: { host?: string; port?: number } = {}): Promise<DnsServer> {
+  const host = listen.host ?? '127.0.0.1';
   const socket = createSocket('udp4');
   const questions: string[] = [];
   socket.on('message', (message, peer) => {
@@ -35,9 +36,12 @@ export async function startDnsServer(answer: (name: string) => DnsAnswer): Promi
     });
     socket.send(response, peer.port, peer.address);
   });
-  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    socket.once('error', reject);
+    socket.bind(listen.port ?? 0, host, () => resolve());
+  });
   return {
-    address: `127.0.0.1:${socket.address().port}`,
+    address: `${host}:${socket.address().port}`,
     questions,
     close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
   };

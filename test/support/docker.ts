@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import Docker from 'dockerode';
 import { createTestApp, type TestAppOptions, type TestContext } from './app.ts';
 import { newOwner, type Owner } from './machines.ts';
@@ -21,6 +22,7 @@ export async function dockerUnavailable(): Promise<string | false> {
     why = `no Docker engine with ${DEFAULT_MACHINE_IMAGE} here (${(error as Error).message.split('\n')[0]}): start dockerd and run npm run machine-image`;
   }
   if (why && process.env.MACHINE_DOCKER_TESTS === 'required') throw new Error(`MACHINE_DOCKER_TESTS=required, but ${why}`);
+  if (!why) addTestNameserverAddress();
   return why;
 }
 
@@ -38,6 +40,29 @@ export async function removeMachineContainers(machineIds: readonly string[]): Pr
 
 export const engine = () => new Docker();
 
+/**
+ * The nameserver the machines' resolver forwards to in every Docker test: an
+ * address of the test's own (added to the loopback interface, a private
+ * address like the host resolvers of most clouds), so no test ever sends a
+ * machine's lookups to the host's resolver. Only docker-network.test.ts
+ * answers there. Every test process must name the same one: there is one
+ * resolver per engine, made again whenever its settings change.
+ */
+export const TEST_NAMESERVER = '10.213.53.53';
+export const DOCKER_TEST_ENV: Readonly<Record<string, string>> = { MACHINE_DNS_SERVERS: TEST_NAMESERVER };
+
+/** Puts TEST_NAMESERVER on the loopback interface (the kernel here has no dummy interfaces); once per host, as root. */
+export function addTestNameserverAddress(): void {
+  const shown = execFileSync('ip', ['-4', 'addr', 'show', 'dev', 'lo'], { encoding: 'utf8' });
+  if (shown.includes(`inet ${TEST_NAMESERVER}/`)) return;
+  try {
+    execFileSync('ip', ['addr', 'add', `${TEST_NAMESERVER}/32`, 'dev', 'lo'], { stdio: 'pipe' });
+  } catch (error) {
+    // Added meanwhile by another test process.
+    if (!/File exists/.test(String((error as { stderr?: Buffer }).stderr))) throw error;
+  }
+}
+
 /** The app on the Docker provider (real clock: the engine's time is real), an owner, and a close that removes its machines' containers. */
 export interface DockerApp {
   ctx: TestContext;
@@ -46,7 +71,7 @@ export interface DockerApp {
 }
 
 export async function startDockerApp(options: TestAppOptions = {}): Promise<DockerApp> {
-  const ctx = await createTestApp({ realClock: true, ...options, env: { MACHINE_PROVIDER: 'docker', ...options.env } });
+  const ctx = await createTestApp({ realClock: true, ...options, env: { MACHINE_PROVIDER: 'docker', ...DOCKER_TEST_ENV, ...options.env } });
   const owner = await newOwner(ctx);
   return {
     ctx,

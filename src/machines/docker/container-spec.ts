@@ -19,23 +19,31 @@ export const containerName = (machineId: string) => `machine-platform-${machineI
 export const MACHINE_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID', 'KILL', 'NET_BIND_SERVICE'] as const;
 
 /**
- * The machine's first process, under the engine's init: the image's own
- * machine init when it has one (the default image: a screen), else a shell
- * that waits. Either exits 0 on TERM: a stop in order.
+ * The machine's first process, under the engine's init. It names the
+ * machines' resolver (MACHINE_NAMESERVER) as the only nameserver, or none when
+ * the machine has no way out: never the engine's own resolver (127.0.0.11),
+ * which would answer other containers' names and forward the rest from inside
+ * the machine to the host's resolver, a private address the firewall drops.
+ * Then the image's own machine init when it has one (the default image: a
+ * desktop), else a shell that waits. Either exits 0 on TERM: a stop in order.
  */
 const MACHINE_INIT = [
   '/bin/sh',
   '-c',
-  `if [ -x /usr/local/lib/machine-platform/init ]; then exec /usr/local/lib/machine-platform/init; fi
+  `if [ -n "\${MACHINE_NAMESERVER:-}" ]; then echo "nameserver $MACHINE_NAMESERVER" > /etc/resolv.conf; else echo '# This machine has no way out, so no nameserver.' > /etc/resolv.conf; fi 2>/dev/null
+if [ -x /usr/local/lib/machine-platform/init ]; then exec /usr/local/lib/machine-platform/init; fi
 mkdir -p ${RECORDS_DIR}
 trap 'exit 0' TERM INT
 while :; do sleep 86400 & wait $!; done`,
 ];
 
-/** A hostname from the machine's name: letters, digits and hyphens, as DNS allows. */
-export function hostnameOf(name: string): string {
-  const host = name.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63).replace(/-+$/, '');
-  return host === '' ? 'machine' : host;
+/**
+ * The machine's host name, from its id (`mch_x1y2` → `mch-x1y2`): the engine
+ * makes the host name a name other containers on the network can look up, so
+ * it must say nothing a user chose.
+ */
+export function hostnameOf(machineId: string): string {
+  return machineId.toLowerCase().replace(/[^a-z0-9-]+/g, '-').slice(0, 63);
 }
 
 export interface ContainerSettings {
@@ -43,6 +51,10 @@ export interface ContainerSettings {
   size: MachineSize;
   /** The engine network the machine joins (with or without a way out). */
   network: string;
+  /** The machines' resolver (resolver.ts) on that network; null when the machine has no way out. */
+  nameserver: string | null;
+  /** Whether the engine enforces a container's disk size (disk-limits.ts): a limit that would not hold is not set. */
+  limitDisk: boolean;
 }
 
 /** Everything the engine is told about a machine's container, in one place, from its size. */
@@ -53,11 +65,11 @@ export function containerSpec(machine: ProviderMachine, settings: ContainerSetti
     Image: settings.image,
     Cmd: MACHINE_INIT,
     Entrypoint: [],
-    Hostname: hostnameOf(machine.name),
+    Hostname: hostnameOf(machine.id),
     WorkingDir: '/root',
     User: 'root',
     // The machine init's display (the default image's) takes its size from here.
-    Env: ['DISPLAY=:1', `MACHINE_SCREEN=${machine.screen.width}x${machine.screen.height}`],
+    Env: ['DISPLAY=:1', `MACHINE_SCREEN=${machine.screen.width}x${machine.screen.height}`, ...(settings.nameserver ? [`MACHINE_NAMESERVER=${settings.nameserver}`] : [])],
     Labels: { [MACHINE_ID_LABEL]: machine.id },
     HostConfig: {
       Init: true,
@@ -71,6 +83,8 @@ export function containerSpec(machine: ProviderMachine, settings: ContainerSetti
       CapAdd: [...MACHINE_CAPABILITIES],
       SecurityOpt: ['no-new-privileges'],
       NetworkMode: settings.network,
+      Dns: settings.nameserver ? [settings.nameserver] : [],
+      ...(settings.limitDisk ? { StorageOpt: { size: String(size.diskBytes) } } : {}),
       RestartPolicy: { Name: 'no' },
       // The init writes nothing worth keeping; a chatty image must not fill the engine's disk.
       LogConfig: { Type: 'json-file', Config: { 'max-size': '1m', 'max-file': '1' } },

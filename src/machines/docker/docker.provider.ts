@@ -10,6 +10,8 @@ import { dockerProcesses } from './processes.ts';
 import { dockerScreen } from './screen.ts';
 import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, statusCodeOf, stopMachine } from './lifecycle.ts';
 import { EGRESS_NETWORK, INTERNAL_NETWORK, ensureNetworks, installFirewall } from './network.ts';
+import { diskWarning, probeDiskLimits, type DiskLimits } from './disk-limits.ts';
+import { egressGateway, ensureResolver } from './resolver.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
 import { parseRunAnswer, RUN_SCRIPT, type RunRecord } from './run-script.ts';
 import { watchEngine } from './events.ts';
@@ -41,10 +43,15 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   const docker = new Docker();
   const sizes = Object.keys(config.sizes);
   const network = config.egress ? EGRESS_NETWORK.name : INTERNAL_NETWORK.name;
+  // Learnt at start: where the machines' resolver listens, and whether the engine holds disks to their size.
+  let nameserver: string | null = null;
+  let diskLimits: DiskLimits = { enforced: false, why: 'the engine was not asked yet' };
   const settingsOf = (machine: ProviderMachine): ContainerSettings => ({
     image: config.image,
     size: config.sizes[machine.size] ?? config.sizes[sizes[0]!]!,
     network,
+    nameserver: config.egress ? nameserver : null,
+    limitDisk: diskLimits.enforced,
   });
   const containerOf = (machineId: string) => docker.getContainer(containerName(machineId));
   const container = (machine: ProviderMachine) => containerOf(machine.id);
@@ -74,7 +81,21 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
         }
       }
       await ensureNetworks(docker);
-      await installFirewall(docker, DEFAULT_MACHINE_IMAGE);
+      const gateway = await egressGateway(docker);
+      // Independent, and each a container's round trip: at once.
+      [, , diskLimits] = await Promise.all([
+        installFirewall(docker, DEFAULT_MACHINE_IMAGE, gateway),
+        ensureResolver(docker, DEFAULT_MACHINE_IMAGE, gateway, config.dnsServers),
+        probeDiskLimits(docker, config.image),
+      ]);
+      nameserver = gateway;
+      const warning = diskWarning(diskLimits);
+      if (warning !== null) logger.warn({ storage: diskLimits }, warning);
+    },
+
+    warnings() {
+      const warning = diskWarning(diskLimits);
+      return warning === null ? [] : [warning];
     },
 
     // The work happens in the machine's check, right after, outside any transaction: a boot never waits here.

@@ -18,15 +18,20 @@ const REFUSED_DESTINATIONS = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0
  * from a machine bridge reaches the host itself (INPUT: the engine's API, the
  * service, its database, whatever listens on any of the host's addresses),
  * and nothing it forwards goes to a refused range (DOCKER-USER, the chain the
- * engine keeps for rules of its users; FORWARD where there is none).
+ * engine keeps for rules of its users; FORWARD where there is none). One
+ * opening: the machines' resolver, port 53 of the egress gateway, taken out
+ * and put back on top each time so it stays above the DROP.
  */
-export function firewallScript(): string {
+export function firewallScript(resolverAddress: string | null): string {
   const bridges = [EGRESS_NETWORK.bridge, INTERNAL_NETWORK.bridge];
   const rule = (chain: string, spec: string) => `iptables -w -C ${chain} ${spec} 2>/dev/null || iptables -w -I ${chain} ${spec}`;
+  const onTop = (chain: string, spec: string) => `while iptables -w -D ${chain} ${spec} 2>/dev/null; do :; done; iptables -w -I ${chain} ${spec}`;
+  const resolver = resolverAddress === null ? [] : ['udp', 'tcp'].map((protocol) => onTop('INPUT', `-i ${EGRESS_NETWORK.bridge} -d ${resolverAddress} -p ${protocol} --dport 53 -j ACCEPT`));
   return [
     'set -e',
     'chain=DOCKER-USER; iptables -w -n -L DOCKER-USER >/dev/null 2>&1 || chain=FORWARD',
     ...bridges.flatMap((bridge) => [rule('INPUT', `-i ${bridge} -j DROP`), ...REFUSED_DESTINATIONS.map((range) => rule('"$chain"', `-i ${bridge} -d ${range} -j DROP`))]),
+    ...resolver,
   ].join('\n');
 }
 
@@ -56,11 +61,11 @@ export async function ensureNetworks(docker: Docker): Promise<void> {
  * network with NET_ADMIN (not privileged), using an image that has iptables.
  * @throws Error with what the rules' container said, when they could not be installed.
  */
-export async function installFirewall(docker: Docker, image: string): Promise<void> {
+export async function installFirewall(docker: Docker, image: string, resolverAddress: string | null): Promise<void> {
   const container = await docker.createContainer({
     Image: image,
     Entrypoint: [],
-    Cmd: ['/bin/sh', '-c', firewallScript()],
+    Cmd: ['/bin/sh', '-c', firewallScript(resolverAddress)],
     Labels: { 'machine-platform.firewall': 'rules' },
     HostConfig: { NetworkMode: 'host', CapDrop: ['ALL'], CapAdd: ['NET_ADMIN', 'NET_RAW'], SecurityOpt: ['no-new-privileges'] },
   });

@@ -1,6 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
-import type { MachineProcesses, ProcessInfo, ProcessOutput } from '../provider.ts';
+import type { MachineProcesses, ProcessEndReason, ProcessInfo, ProcessOutput } from '../provider.ts';
 import { execIn } from './exec.ts';
 import { RECORDS_DIR } from './run-script.ts';
 
@@ -14,8 +14,8 @@ export const OUTPUT_READ_LIMIT = 1024 * 1024;
  * stream grew, so their interleaving is known) and, once it ends, `exit`. A
  * supervisor shell, in a session of its own, feeds the streams from FIFOs and
  * holds the process's stdin FIFO open for input. `state` tells a record's
- * state: running, exited (with its code) or lost (the machine restarted, or
- * the supervisor died, under it).
+ * state: running, exited (with its code), stopped (the machine stopped or
+ * restarted under it: its boot is not this one) or lost (its supervisor died).
  */
 const COMMON = `
 set -u
@@ -24,7 +24,7 @@ boot=$(cut -d' ' -f22 /proc/1/stat 2>/dev/null || echo 0)
 state() {
   d=$base/$1
   if [ -f "$d/exit" ]; then echo "exited $(cat "$d/exit")"; return; fi
-  if [ "$(cat "$d/boot" 2>/dev/null)" != "$boot" ]; then echo "lost -"; return; fi
+  if [ "$(cat "$d/boot" 2>/dev/null)" != "$boot" ]; then echo "stopped -"; return; fi
   if kill -0 "$(cat "$d/supervisor" 2>/dev/null || echo x)" 2>/dev/null; then echo "running -"; else echo "lost -"; fi
 }
 `;
@@ -134,6 +134,14 @@ kill -s "$2" -- "-$pid" 2>/dev/null || kill -s "$2" "$pid"
 
 const text = (bytes: Buffer) => new StringDecoder('utf8').end(bytes).replaceAll('\u0000', '\uFFFD');
 
+/** A record's state word (`state` in COMMON) as why it ended; null while it runs. */
+function endReasonOf(state: string | undefined): ProcessEndReason | null {
+  if (state === 'running') return null;
+  if (state === 'exited') return 'exited';
+  if (state === 'stopped') return 'machine-stopped';
+  return 'lost';
+}
+
 function parseList(bytes: Buffer): ProcessInfo[] {
   const processes: ProcessInfo[] = [];
   let at = 0;
@@ -148,6 +156,7 @@ function parseList(bytes: Buffer): ProcessInfo[] {
       pid: Number(pid),
       status: state === 'running' ? 'running' : 'exited',
       exitCode: state === 'exited' && exit !== '-' ? Number(exit) : null,
+      endReason: endReasonOf(state),
       startedAt: Number(started),
     });
   }
@@ -168,7 +177,7 @@ export function dockerProcesses(containerOf: (machineId: string) => Docker.Conta
         { env: process.env, exitCode: true },
       );
       if (exitCode !== 0) throw new Error(`the machine could not start the process: ${stderr.toString('utf8').trim() || `exit ${exitCode}`}`);
-      return { id: process.id, command: process.command, pid: Number(stdout.toString('latin1').trim()), status: 'running', exitCode: null, startedAt: process.startedAt };
+      return { id: process.id, command: process.command, pid: Number(stdout.toString('latin1').trim()), status: 'running', exitCode: null, endReason: null, startedAt: process.startedAt };
     },
 
     async list(machine) {
@@ -182,7 +191,7 @@ export function dockerProcesses(containerOf: (machineId: string) => Docker.Conta
       const [, state, exit, outLength, errLength, next] = stdout.subarray(0, newline).toString('latin1').split(' ');
       const out = stdout.subarray(newline + 1, newline + 1 + Number(outLength));
       const err = stdout.subarray(newline + 1 + Number(outLength), newline + 1 + Number(outLength) + Number(errLength));
-      return { stdout: text(out), stderr: text(err), offset: Number(next), running: state === 'running', exitCode: state === 'exited' && exit !== '-' ? Number(exit) : null };
+      return { stdout: text(out), stderr: text(err), offset: Number(next), running: state === 'running', exitCode: state === 'exited' && exit !== '-' ? Number(exit) : null, endReason: endReasonOf(state) };
     },
 
     async input(machine, id, data) {

@@ -3,10 +3,16 @@ import type { Button, ComputerPlan, ScreenStep } from '../computer-use.ts';
 import { ActionRefused, type ComputerAnswer, type ProviderMachine, type Screenshot } from '../provider.ts';
 import { execDuplex, execIn, type ExecDuplex } from './exec.ts';
 
-/** What a machine's image must have for a screen: the default image's display (:1), scrot and xdotool. */
-const HAS_SCREEN = `[ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1 && command -v xdotool >/dev/null 2>&1 || exit 3`;
-/** A PNG of the whole display on stdout. */
-export const SCREENSHOT = `f=/tmp/machine-platform-screen-$$.png; scrot -o -z "$f" && cat "$f"; rm -f "$f"`;
+/** The default image's init keeps this file while it puts the desktop up (machine-image/init). */
+export const DESKTOP_STARTING_MARKER = '/tmp/.machine-platform-desktop-starting';
+/**
+ * What a machine's image must have for a screen: the default image's display (:1), scrot and xdotool.
+ * A machine still putting its desktop up is waited for, at most 10 s: the first screenshot shows the desktop.
+ */
+const HAS_SCREEN = `n=0; while [ -e ${DESKTOP_STARTING_MARKER} ] && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+[ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1 && command -v xdotool >/dev/null 2>&1 || exit 3`;
+/** A PNG of the whole display on stdout; exit 5 when scrot made none (it can fail and still leave an empty file). */
+export const SCREENSHOT = `f=/tmp/machine-platform-screen-$$.png; if scrot -o -z "$f" && [ -s "$f" ]; then cat "$f"; rm -f "$f"; else rm -f "$f"; exit 5; fi`;
 /** xdotool reports an unknown key name on stderr, and goes on: exit 4 with it. */
 const KEY_CHECK = `if grep -q 'No such key name' "$e"; then grep -m1 'No such key name' "$e" >&2; rm -f "$e"; exit 4; fi; rm -f "$e"`;
 

@@ -19,6 +19,7 @@ import { growingOutput, unavailableState } from './machine-access.js';
  * @property {number} pid
  * @property {'running' | 'exited'} status
  * @property {number | null} exitCode
+ * @property {'exited' | 'machine-stopped' | 'lost' | null} endReason
  * @property {string} startedAt
  */
 
@@ -36,11 +37,24 @@ const SIGNALS = /** @type {const} */ ([
   ['KILL', 'Kill (KILL)'],
 ]);
 
-/** @param {{ status: string, exitCode: number | null }} process */
+/** @param {{ status: string, exitCode: number | null, endReason: string | null }} process */
 function processBadge(process) {
   if (process.status === 'running') return badge('Running', 'success', { pulse: true });
+  if (process.endReason === 'machine-stopped') return badge('Machine stopped', 'neutral');
+  if (process.endReason === 'lost') return badge('Lost', 'warning');
   if (process.exitCode === null) return badge('Ended', 'neutral');
   return badge(`Exited ${process.exitCode}`, process.exitCode === 0 ? 'neutral' : 'danger');
+}
+
+/**
+ * Why an ended process ended, in a sentence.
+ * @param {number | null} exitCode
+ * @param {string | null} endReason
+ */
+function endedText(exitCode, endReason) {
+  if (endReason === 'machine-stopped') return ' The machine stopped, which ended it.';
+  if (endReason === 'lost') return ' Its supervisor in the machine died: what became of it is unknown.';
+  return exitCode === null ? ' No exit code: a signal ended it.' : ` Exit code ${exitCode}.`;
 }
 
 /** @param {string} command */
@@ -203,10 +217,13 @@ function openProcessView(base, process, onEnded) {
     ],
   });
 
-  /** @param {number | null} exitCode */
-  function ended(exitCode) {
-    replace(state, processBadge({ status: 'exited', exitCode }),
-      h('span', { class: 'muted small' }, exitCode === null ? ' No exit code: a signal or the machine’s stop ended it.' : ` Exit code ${exitCode}.`));
+  /**
+   * @param {number | null} exitCode
+   * @param {string | null} endReason
+   */
+  function ended(exitCode, endReason) {
+    replace(state, processBadge({ status: 'exited', exitCode, endReason }),
+      h('span', { class: 'muted small' }, endedText(exitCode, endReason)));
     state.dataset.exitCode = exitCode === null ? '' : String(exitCode);
     const focusWasInside = controls.contains(document.activeElement);
     controls.hidden = true;
@@ -218,7 +235,7 @@ function openProcessView(base, process, onEnded) {
     let offset = 0;
     let waitMs = 0;
     while (!stop.signal.aborted) {
-      /** @type {{ stdout: string, stderr: string, offset: number, running: boolean, exitCode: number | null }} */
+      /** @type {{ stdout: string, stderr: string, offset: number, running: boolean, exitCode: number | null, endReason: string | null }} */
       let read;
       try {
         read = await api('GET', `${path}/output?${new URLSearchParams({ offset: String(offset), waitMs: String(waitMs) })}`, undefined, {}, { signal: stop.signal });
@@ -231,7 +248,7 @@ function openProcessView(base, process, onEnded) {
       stderr.append(read.stderr);
       offset = read.offset;
       if (!read.running && !moved) {
-        ended(read.exitCode);
+        ended(read.exitCode, read.endReason);
         return;
       }
       // Still running: wait for more. Ended: read on at once until everything it wrote is shown.
