@@ -2,9 +2,9 @@
 # npm run machine-image [-- --force]: builds the default machine image,
 # machine-platform/base:<package version> (MACHINE_IMAGE's default).
 # On an engine that can pull, from debian:bookworm-slim (machine-image/Dockerfile).
-# Where no image registry is reachable, the same packages go into a debootstrap
-# root filesystem, imported as machine-platform/rootfs:<version> (kept, so later
-# builds reuse it), and the same Dockerfile builds on top of it.
+# Where no image registry is reachable, a debootstrap root filesystem of Debian's
+# minimal base, imported as machine-platform/rootfs:bookworm-minbase (kept, so later
+# builds reuse it), takes debian:bookworm-slim's place under the same Dockerfile.
 # MACHINE_IMAGE_SOURCE=pull|debootstrap chooses; DEBIAN_MIRROR names the mirror.
 # The image carries a hash of machine-image/ (label machine-platform.recipe): when the recipe
 # changes it is built again, so an engine that keeps its images never runs an older recipe.
@@ -32,15 +32,20 @@ fi
 if [ "$source" = pull ]; then
   docker build --label "machine-platform.recipe=$recipe" -t "$tag" machine-image
 else
-  # The root filesystem holds the package list's packages: a new list makes a new one.
-  rootfs="machine-platform/rootfs:$version-$(sha256sum < machine-image/packages.txt | cut -c1-12)"
+  # Debian's minimal base only: the Dockerfile installs the image's packages on it with apt-get, which, unlike
+  # debootstrap, resolves a dependency on a virtual package (GTK's on a D-Bus session bus, for the panel).
+  rootfs="machine-platform/rootfs:bookworm-minbase"
   if ! docker image inspect "$rootfs" >/dev/null 2>&1; then
     command -v debootstrap >/dev/null || { echo "No image registry reachable and no debootstrap: apt-get install debootstrap" >&2; exit 1; }
     dir=$(mktemp -d)
-    trap 'rm -rf "$dir"' EXIT
-    packages=$(grep -v '^#' machine-image/packages.txt | grep . | paste -sd, -)
+    trap 'rm -rf "$dir" "$dir.log"' EXIT
     echo "Building a Debian root filesystem with debootstrap (a few minutes)..."
-    debootstrap --variant=minbase --include="$packages" bookworm "$dir" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >/dev/null
+    if ! debootstrap --variant=minbase bookworm "$dir" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" > "$dir.log" 2>&1; then
+      echo "debootstrap failed; its log ends:" >&2
+      tail -30 "$dir.log" >&2
+      tail -30 "$dir/debootstrap/debootstrap.log" >&2 2>/dev/null || true
+      exit 1
+    fi
     rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
     tar -C "$dir" --numeric-owner -c . | docker import - "$rootfs" >/dev/null
   fi
