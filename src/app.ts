@@ -41,6 +41,7 @@ import { LIVE_VIEW_PATH } from './machines/live-view.service.ts';
 import { INBOUND_WEBHOOK_PATH } from './machines/inbound-webhooks.service.ts';
 import { mcpPlugin } from './mcp/mcp.plugin.ts';
 import { oauthPlugin } from './oauth/oauth.plugin.ts';
+import { dashboardApiRoutes } from './dashboard/dashboard-api.routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard.routes.ts';
 import { systemClock, type Clock } from './shared/clock.ts';
 import { createSignals } from './db/signals.ts';
@@ -182,7 +183,10 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(machinesPlugin);
   await app.register(billingPlugin);
   await app.register(oauthPlugin, options.resolveAll ? { resolveAll: options.resolveAll } : {});
-  if (config.role !== 'worker') await app.register(dashboardRoutes);
+  if (config.role !== 'worker') {
+    await app.register(dashboardApiRoutes);
+    await app.register(dashboardRoutes);
+  }
 
   let stopListening = async () => {};
   app.addHook('onReady', async () => {

@@ -24,7 +24,7 @@ function compose(to: Holder, subject: string, lines: string[], link: string): Ma
 export function welcomeCreditMail(publicUrl: string, to: Holder, amount: string): MailMessage {
   return compose(to, 'Your welcome credit has arrived', [
     `Your email address is confirmed and your card is saved, so we added a welcome credit of ${amount} USD to your balance.`,
-    'Machine time is metered per second of running time; the balance and prices are on the Billing page.',
+    'Machine time is metered per millisecond of running time; the balance and prices are on the Billing page.',
   ], `${publicUrl}/billing`);
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../http/errors.ts';
-import { loadAssets, serveAssets } from '../http/static-assets.ts';
+import { loadAssets, sendAsset, serveAssets } from '../http/static-assets.ts';
 import { PUBLIC_DIR } from './assets.ts';
 import { renderErrorDocs } from './error-docs.ts';
 import { dashboardSecurityHeaders } from './security-headers.ts';
@@ -65,6 +65,12 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox = async (app) => {
   );
 
   serveAssets(app, '/assets', assets);
+
+  // Browsers ask for /favicon.ico on their own, on pages with no icon link (a live view, the error reference,
+  // a JSON answer opened in a tab): every current one draws an SVG served there.
+  const favicon = assets.get('favicon.svg');
+  if (favicon === undefined) throw new Error('dashboard: favicon.svg is missing');
+  app.get('/favicon.ico', { config: { auth: 'none' }, schema: hide }, async (request, reply) => sendAsset(request, reply, favicon));
 
   // Any other GET: the API keeps its problem+json 404, a person gets the page that says "not found".
   app.get('/*', { config: { auth: 'none' }, schema: hide }, async (request, reply) => {

@@ -36,6 +36,23 @@ export async function createLiveView(deps: Deps, accountId: string, machineId: s
   return { url: `${deps.config.publicUrl}${LIVE_VIEW_PATH}/${token}`, expiresAt: toIso(expiresAt) };
 }
 
+/**
+ * The page is one window high: the heading and the status line keep their
+ * height and the screen (noVNC's canvas, or the picture) is scaled into what
+ * is left, so the status line is never below the fold whatever the screen's
+ * size. `[hidden]` wins over every display rule: the picture and the stream
+ * each hide the other, and an element rule would otherwise keep showing it.
+ */
+const STYLE = [
+  '[hidden]{display:none!important}',
+  'body{margin:0;background:#0d1117;color:#f0f6fc;font-family:sans-serif}',
+  'main{box-sizing:border-box;height:100vh;height:100dvh;display:flex;flex-direction:column;align-items:center;justify-content:center;gap:0.5rem;padding:0.5rem 1rem}',
+  'h1{margin:0;font-size:1rem;font-weight:normal;text-align:center}',
+  'p{margin:0;text-align:center}',
+  '#screen,#picture{flex:1 1 0;min-height:0;width:100%;max-width:1920px}',
+  '#picture{object-fit:contain}',
+].join('');
+
 function page(title: string, main: string, withScript: boolean): string {
   return `<!doctype html>
 <html lang="en">
@@ -44,7 +61,7 @@ function page(title: string, main: string, withScript: boolean): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
 <title>${title}</title>
-<style>body{margin:0;min-height:100vh;display:grid;place-items:center;background:#0d1117;color:#f0f6fc;font-family:sans-serif}main{width:min(100vw,1280px)}#screen{width:100%;aspect-ratio:16/10}img{max-width:100%;height:auto;display:block;margin:auto}h1{font-size:1rem;font-weight:normal;text-align:center}p{text-align:center}</style>
+<style>${STYLE}</style>
 ${withScript ? `<script type="module" src="${LIVE_VIEW_PATH}/assets/live-view.js"></script>\n` : ''}</head>
 <body>
 ${main}

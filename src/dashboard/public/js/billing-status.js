@@ -14,10 +14,28 @@ import { usd } from './money.js';
  */
 /** @typedef {{ enabled: boolean, lowBalance: string, testMode: boolean }} BillingSettings */
 
-/** @returns {Promise<{ billing: Billing, settings: BillingSettings }>} */
+/** @typedef {{ billing: Billing, settings: BillingSettings }} BillingStatus */
+
+/** @type {((status: BillingStatus) => void) | null} */
+let watcher = null;
+
+/**
+ * Who hears of every read of the balance: the banner of the page drawn (one
+ * at a time, so a page left behind is forgotten). A card saved or a top-up on
+ * the Billing page reads the balance again, and the banner then says what is
+ * true now rather than what was true when the page was drawn.
+ * @param {((status: BillingStatus) => void) | null} listener
+ */
+export function watchBilling(listener) {
+  watcher = listener;
+}
+
+/** @returns {Promise<BillingStatus>} */
 export async function loadBilling() {
   const [billing, settings] = await Promise.all([api('GET', '/api/billing'), api('GET', '/api/billing/settings')]);
-  return { billing, settings };
+  const status = { billing, settings };
+  watcher?.(status);
+  return status;
 }
 
 /** Zero or below: machines cannot be created or started. @param {string} amount */

@@ -1,7 +1,7 @@
 // The two frames every page sits in: the signed-in app (top bar, navigation,
 // confirmation banner) and the centred card of the sign-in pages.
 import { api, itemsOf, messageOf } from './api.js';
-import { loadBilling, nextPaymentStep } from './billing-status.js';
+import { loadBilling, nextPaymentStep, watchBilling } from './billing-status.js';
 import { h, replace } from './dom.js';
 import { toast } from './toast.js';
 
@@ -49,8 +49,9 @@ export function appLayout({ account, path, main, onSignOut }) {
         h('div', { class: 'usermenu' },
           h('span', { class: 'usermenu__email', title: account.email }, account.email),
           signOut))),
-    // On /account the Profile card offers the same button beside the address: one is enough.
-    account.emailVerified ? null : confirmationBanner(account, path !== '/account'),
+    // On /account the Profile card offers the same button beside the address, on home the checklist's
+    // "Send the link again": one is enough.
+    account.emailVerified ? null : confirmationBanner(account, path !== '/account' && path !== HOME),
     balanceBanner(path),
     main,
   ];
@@ -84,40 +85,56 @@ function confirmationBanner(account, withResend) {
 
 /**
  * Shown on every page when billing is on and machines cannot run or soon
- * will not: drawn once the balance is known, nothing until then. It says only
- * what is true of this account: a new one is told its next step (nothing of
- * it was ever stopped; on home the checklist says it), one whose money ran out
- * that its machines stopped (when machine time is what emptied it).
+ * will not: drawn once the balance is known, nothing until then, and drawn
+ * again at every later read of it (a card saved, a top-up), so it goes as
+ * soon as the page shows a balance. It says only what is true of this
+ * account: a new one is told its next step (nothing of it was ever stopped;
+ * on home the checklist says it), one whose money ran out that its machines
+ * stopped (when machine time is what emptied it).
+ * @param {string} path
  */
-/** @param {string} path */
 function balanceBanner(path) {
   const slot = h('div', { hidden: true });
-  loadBilling().then(async ({ billing, settings }) => {
-    if (!settings.enabled) return;
-    const step = nextPaymentStep(billing, settings);
-    /** @type {Child[]} */
-    let text;
-    let urgent = true;
-    if (step !== null) {
-      const [newest] = itemsOf(await api('GET', '/api/billing/transactions?limit=1'));
-      if (newest === undefined) {
-        // A new account: nothing ran out, nothing was stopped; it has a step to take (home lists them all).
-        if (path === HOME) return;
-        text = [h('strong', null, 'Machines need a balance. '), `${step.text} `];
-        urgent = false;
-      } else {
-        // Machine time emptied it: enforcement stopped what was running.
-        const stopped = newest.kind === 'usage' ? ', and the machines that were running stopped when it ran out' : '';
-        text = [h('strong', null, 'Your balance is empty. '), `Machines cannot be created or started${stopped}. ${step.text} `];
-      }
-    } else if (Number(billing.balance) < Number(settings.lowBalance)) {
-      text = [h('strong', null, 'Your balance is low. '), 'Running machines stop when it reaches zero. '];
-    } else return;
-    replace(slot, h('div', { class: urgent ? 'banner banner--billing' : 'banner', role: 'region', 'aria-label': 'Balance', id: 'balance-banner' },
-      h('div', { class: 'banner__inner' }, h('span', { class: 'banner__text' }, ...text, h('a', { href: '/billing' }, 'Go to Billing')))));
-    slot.hidden = false;
-  }).catch(() => {});
+  let reads = 0;
+  watchBilling((status) => {
+    const read = ++reads;
+    balanceBannerText(status, path).then((text) => {
+      // A later read answered first: it is the one that holds.
+      if (read !== reads) return;
+      slot.hidden = text === null;
+      if (text === null) return replace(slot);
+      replace(slot, h('div', { class: text.urgent ? 'banner banner--billing' : 'banner', role: 'region', 'aria-label': 'Balance', id: 'balance-banner' },
+        h('div', { class: 'banner__inner' }, h('span', { class: 'banner__text' }, ...text.children, h('a', { href: '/billing' }, 'Go to Billing')))));
+    }).catch(() => {});
+  });
+  loadBilling().catch(() => {});
   return slot;
+}
+
+/**
+ * What the balance banner says for this balance, or null for no banner.
+ * @param {import('./billing-status.js').BillingStatus} status
+ * @param {string} path
+ * @returns {Promise<{ children: Child[], urgent: boolean } | null>}
+ */
+async function balanceBannerText({ billing, settings }, path) {
+  if (!settings.enabled) return null;
+  const step = nextPaymentStep(billing, settings);
+  if (step !== null) {
+    const [newest] = itemsOf(await api('GET', '/api/billing/transactions?limit=1'));
+    if (newest === undefined) {
+      // A new account: nothing ran out, nothing was stopped; it has a step to take (home lists them all).
+      if (path === HOME) return null;
+      return { children: [h('strong', null, 'Machines need a balance. '), `${step.text} `], urgent: false };
+    }
+    // Machine time emptied it: enforcement stopped what was running.
+    const stopped = newest.kind === 'usage' ? ', and the machines that were running stopped when it ran out' : '';
+    return { children: [h('strong', null, 'Your balance is empty. '), `Machines cannot be created or started${stopped}. ${step.text} `], urgent: true };
+  }
+  if (Number(billing.balance) < Number(settings.lowBalance)) {
+    return { children: [h('strong', null, 'Your balance is low. '), 'Running machines stop when it reaches zero. '], urgent: true };
+  }
+  return null;
 }
 
 /** @param {HTMLElement} main */

@@ -50,7 +50,7 @@ export function billingPage({ account }) {
       const answer = await api('GET', '/api/billing/usage');
       for (const machine of answer.machines) if (machine.name) names.set(machine.machineId, machine.name);
       replace(usage, answer.machines.length === 0
-        ? h('div', { class: 'empty' }, h('h3', null, 'No machine time in the last 30 days'), h('p', null, 'Running machines are charged per second.'))
+        ? h('div', { class: 'empty' }, h('h3', null, 'No machine time in the last 30 days'), h('p', null, 'Running machines are charged per millisecond.'))
         : [
             table('Usage by machine', ['Machine', 'Running time', 'Amount'], answer.machines.map((machine) =>
               h('tr', { dataset: { machineId: machine.machineId } },
@@ -78,7 +78,7 @@ export function billingPage({ account }) {
 
   refresh();
   return [
-    pageHeader({ title: 'Billing', description: 'Machine time is metered per second while machines run, and paid from your balance.' }),
+    pageHeader({ title: 'Billing', description: 'Machine time is metered per millisecond while machines run, and paid from your balance.' }),
     h('div', { class: 'stack' },
       card({ title: 'Balance', id: 'balance' }, summary),
       card({ title: 'Card and top-up', id: 'card' }, cardSlot),

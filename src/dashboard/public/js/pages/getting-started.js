@@ -12,6 +12,11 @@ import { toast } from '../toast.js';
 
 /** @typedef {import('../dom.js').Child} Child */
 /** @typedef {import('../session.js').Account} Account */
+/**
+ * How the service sends mail (GET /api/dashboard/mail): into a folder of files, which the checklist names, or by SMTP.
+ * @typedef {{ delivery: 'files', folder: string } | { delivery: 'smtp' }} MailDelivery
+ */
+/** @typedef {{ me: Account, billing: Awaited<ReturnType<typeof loadBilling>> | null, mail: MailDelivery | null, keys: number, endpoints: number }} Facts */
 
 /**
  * @typedef {object} Step
@@ -28,7 +33,7 @@ import { toast } from '../toast.js';
  */
 export function gettingStarted({ account, onCreateMachine, refreshChrome }) {
   const element = h('div', { hidden: true });
-  /** @type {{ me: Account, billing: Awaited<ReturnType<typeof loadBilling>> | null, keys: number, endpoints: number } | null} */
+  /** @type {Facts | null} */
   let facts = null;
   /** @type {number | null} */
   let machines = null;
@@ -38,10 +43,11 @@ export function gettingStarted({ account, onCreateMachine, refreshChrome }) {
   Promise.all([
     api('GET', '/api/me'),
     loadBilling().catch(() => null),
+    api('GET', '/api/dashboard/mail').catch(() => null),
     api('GET', '/api/keys?limit=1'),
     api('GET', '/api/event-webhooks?limit=1'),
-  ]).then(([me, billing, keys, endpoints]) => {
-    facts = { me: me.account, billing, keys: itemsOf(keys).length, endpoints: itemsOf(endpoints).length };
+  ]).then(([me, billing, mail, keys, endpoints]) => {
+    facts = { me: me.account, billing, mail, keys: itemsOf(keys).length, endpoints: itemsOf(endpoints).length };
     // Confirmed in another tab since this one asked: the banner asking for it goes too.
     if (account && me.account.emailVerified !== account.emailVerified) {
       setAccount(me.account);
@@ -89,18 +95,18 @@ function primary(action, isNext) {
 }
 
 /**
- * @param {{ me: Account, billing: Awaited<ReturnType<typeof loadBilling>> | null, keys: number, endpoints: number }} facts
+ * @param {Facts} facts
  * @param {number} machines
  * @param {() => void} onCreateMachine
  * @returns {Step[]}
  */
-function stepsOf({ me, billing, keys, endpoints }, machines, onCreateMachine) {
+function stepsOf({ me, billing, mail, keys, endpoints }, machines, onCreateMachine) {
   /** @type {Step[]} */
   const steps = [{
     id: 'email',
     title: 'Confirm your email address',
     done: me.emailVerified,
-    hint: `Open the link in the mail we sent to ${me.email}. A service without a mail server writes each mail as a file into its mail folder (./data/mail unless MAIL_DIR says otherwise).`,
+    hint: confirmationHint(me.email, mail),
     action: resendButton(),
   }];
   if (billing?.settings.enabled) {
@@ -140,6 +146,19 @@ function stepsOf({ me, billing, keys, endpoints }, machines, onCreateMachine) {
     },
   );
   return steps;
+}
+
+/**
+ * Where the confirmation mail is: the folder this service writes mail into
+ * when it has no mail server (its MAIL_DIR), else simply the inbox.
+ * @param {string} email
+ * @param {MailDelivery | null} mail
+ * @returns {Child}
+ */
+function confirmationHint(email, mail) {
+  const sent = `Open the link in the mail we sent to ${email}.`;
+  if (mail?.delivery !== 'files') return sent;
+  return [`${sent} This service has no mail server: it writes each mail as a file into its mail folder, `, h('code', { 'data-mail-folder': '' }, mail.folder), ' (one .eml file per mail).'];
 }
 
 function resendButton() {

@@ -115,7 +115,7 @@ export function openCreateDialog(refresh) {
   const sizeHintId = 'machine-size-hint';
   const size = /** @type {HTMLSelectElement} */ (h('select', { id: sizeId, name: 'size', class: 'select', 'aria-describedby': sizeHintId },
     SIZES.map((name) => h('option', { value: name }, name))));
-  const sizeHint = h('div', { class: 'field__hint', id: sizeHintId }, 'Charged per second while it runs.');
+  const sizeHint = h('div', { class: 'field__hint', id: sizeHintId }, 'Charged per millisecond while it runs.');
   // Where the balance stands: the price per hour of each size, and the step that lets a machine run, before the 402 says it.
   const nextStep = h('div');
   loadBilling().then(({ billing, settings }) => {
