@@ -24,8 +24,9 @@ export const LIMITS = {
 export async function enforceSignInLimits(deps: Deps, email: string, ip: string): Promise<void> {
   if (!deps.config.rateLimit) return;
   await enforceLimits(deps.db, [
-    { key: `sign-in:email:${email}`, limit: LIMITS.signInPerEmail },
+    // The address first: over its limit, the email's counter is neither made nor counted.
     { key: `sign-in:ip:${ip}`, limit: LIMITS.signInPerIp },
+    { key: `sign-in:email:${email}`, limit: LIMITS.signInPerEmail },
   ], deps.clock.now());
 }
 
@@ -42,8 +43,8 @@ export async function enforcePasskeySignInLimit(deps: Deps, ip: string): Promise
 export async function enforceSignUpLimits(deps: Deps, email: string, ip: string): Promise<void> {
   if (!deps.config.rateLimit) return;
   await enforceLimits(deps.db, [
-    { key: `sign-up:email:${email}`, limit: LIMITS.signUpPerEmail },
     { key: `sign-up:ip:${ip}`, limit: LIMITS.signUpPerIp },
+    { key: `sign-up:email:${email}`, limit: LIMITS.signUpPerEmail },
   ], deps.clock.now());
 }
 
@@ -68,7 +69,7 @@ export async function enforceVerifyLimit(deps: Deps, ip: string): Promise<void> 
 export async function resetMailAllowed(deps: Deps, email: string, ip: string): Promise<boolean> {
   if (!deps.config.rateLimit) return true;
   return allows(deps.db, [
-    { key: `mail:email:${email}`, limit: LIMITS.mailPerEmail },
     { key: `reset-mail:ip:${ip}`, limit: LIMITS.resetMailPerIp },
+    { key: `mail:email:${email}`, limit: LIMITS.mailPerEmail },
   ], deps.clock.now());
 }

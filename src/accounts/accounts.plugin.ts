@@ -6,6 +6,7 @@ import { accountsRoutes } from './accounts.routes.ts';
 import { deleteSpentEmailTokens, spentEmailTokenHashes } from './email-tokens.repository.ts';
 import { deleteExpiredChallenges, deleteExpiredPendingSignIns } from './second-factor.repository.ts';
 import { deleteIdleSessions, idleSessionIds } from './sessions.repository.ts';
+import { deleteExpiredSpentChallenges } from './signing-keys.repository.ts';
 import { authenticateSession, readSessionCookie, SESSION_IDLE_MS } from './sessions.service.ts';
 
 /** Accounts and sessions: the session cookie as a credential (in every role), and the routes where the role serves the API. */
@@ -15,9 +16,10 @@ export const accountsPlugin = fp(
     for (const kind of accountMailKinds(app.deps, app.mailer)) app.jobs.register(kind);
     const { db } = app.deps;
     app.retention.addKeyed('sessions', ({ now }, after, limit) => idleSessionIds(db, now - SESSION_IDLE_MS, after, limit), ({ now }, ids) => deleteIdleSessions(db, now - SESSION_IDLE_MS, ids));
-    app.maintenance.add('expired sign-in steps and passkey challenges', async (now) => {
+    app.maintenance.add('expired sign-in steps and passkey challenges, stored or spent', async (now) => {
       await deleteExpiredPendingSignIns(db, now);
       await deleteExpiredChallenges(db, now);
+      await deleteExpiredSpentChallenges(db, now);
     });
     app.retention.addKeyed('email_tokens', ({ now }, after, limit) => spentEmailTokenHashes(db, now, after, limit), ({ now }, hashes) => deleteSpentEmailTokens(db, now, hashes));
     // Process-wide, like the hashing queue itself: its depth is the first sign of a sign-in flood.

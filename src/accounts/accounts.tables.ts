@@ -64,7 +64,7 @@ export interface PasskeysTable {
 }
 
 export interface WebauthnChallengesTable {
-  /** What the challenge is bound to: `register:<session id>`, `sign-in:<cookie token hash>` or `second-factor:<pending token hash>`. */
+  /** What the challenge is bound to: `register:<session id>` or `second-factor:<pending token hash>` (a passwordless sign-in's rides in its cookie instead). */
   binding: string;
   challenge: string;
   expires_at: number;
@@ -74,5 +74,21 @@ export interface PendingSignInsTable {
   token_hash: string;
   account_id: string;
   created_at: number;
+  expires_at: number;
+}
+
+/** A key for signing what the service hands a browser to keep (the passwordless sign-in's challenge cookie); made on first use. */
+export interface SigningKeysTable {
+  name: string;
+  /** 32 random bytes, base64url. */
+  secret: string;
+  created_at: number;
+}
+
+/** A passwordless sign-in's challenge, once a sign-in has used it: it never works again while its cookie could. */
+export interface SpentChallengesTable {
+  /** SHA-256 of the challenge, hex. */
+  challenge_hash: string;
+  /** When the cookie that carried it expired: then the row can go. */
   expires_at: number;
 }

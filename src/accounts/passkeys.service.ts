@@ -155,38 +155,48 @@ export async function removePasskey(deps: Deps, accountId: string, id: string, o
 }
 
 /**
- * Options for signing in with a passkey, bound to `binding` (a pending sign-in,
- * or a browser's cookie). With `accountId`, the account's own passkeys are
- * offered (the second step); without, the browser offers its discoverable ones.
+ * Options for signing in with a passkey. With `accountId`, the account's own
+ * passkeys are offered (the second step); without, the browser offers its
+ * discoverable ones. The caller keeps the challenge (bound to a pending
+ * sign-in, or sealed in the browser's cookie).
  */
-export async function passkeyAuthenticationOptions(deps: Deps, binding: string, accountId?: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
+export async function passkeyAuthenticationOptions(deps: Deps, accountId?: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
   const allowCredentials = accountId === undefined ? undefined : (await listPasskeyRows(deps.db, accountId)).map((row) => ({ id: row.credential_id, transports: transportsOf(row) }));
   const { generateAuthenticationOptions } = await webauthn();
-  const options = await generateAuthenticationOptions({
+  return generateAuthenticationOptions({
     rpID: relyingParty(deps.config.publicUrl).rpID,
     timeout: CHALLENGE_LIFETIME_MS,
     userVerification: accountId === undefined ? 'required' : 'preferred',
     ...(allowCredentials ? { allowCredentials } : {}),
   });
+}
+
+/** Options for the second step, the challenge stored against the pending sign-in (`binding`), which only a right password makes. */
+export async function boundAuthenticationOptions(deps: Deps, binding: string, accountId: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
+  const options = await passkeyAuthenticationOptions(deps, accountId);
   await storeChallenge(deps.db, binding, options.challenge, deps.clock.now() + CHALLENGE_LIFETIME_MS);
   return options;
 }
 
+export interface VerifiedAssertion {
+  accountId: string;
+  passkeyId: string;
+  name: string;
+  /** The authenticator's signature counter, for recordPasskeyUse once the caller accepts the use. */
+  newCounter: number;
+}
+
 /**
- * Verifies a passkey's answer to the challenge bound to `binding` (which works
- * once) and records its use; answers the passkey's account. Without a
+ * Verifies a passkey's answer to `challenge`; writes nothing. Without a
  * password before it, the authenticator must have verified the user (PIN, biometrics).
  * @throws AppError 401 invalid_passkey
  */
 export async function verifyPasskeyAssertion(
   deps: Deps,
-  binding: string,
+  challenge: string,
   response: AuthenticationResponseJSON,
   expect: { accountId?: string; userVerification: boolean },
-): Promise<{ accountId: string; passkeyId: string; name: string }> {
-  const now = deps.clock.now();
-  const challenge = await takeChallenge(deps.db, binding, now);
-  if (challenge === undefined) throw invalidPasskey();
+): Promise<VerifiedAssertion> {
   const row = await findPasskeyByCredentialId(deps.db, response.id);
   if (row === undefined || (expect.accountId !== undefined && row.account_id !== expect.accountId)) throw invalidPasskey();
   const party = relyingParty(deps.config.publicUrl);
@@ -200,6 +210,23 @@ export async function verifyPasskeyAssertion(
     requireUserVerification: expect.userVerification,
   }).catch(() => ({ verified: false as const, authenticationInfo: undefined }));
   if (!verification.verified || verification.authenticationInfo === undefined) throw invalidPasskey();
-  await recordPasskeyUse(deps.db, row.id, verification.authenticationInfo.newCounter, now);
-  return { accountId: row.account_id, passkeyId: row.id, name: row.name };
+  return { accountId: row.account_id, passkeyId: row.id, name: row.name, newCounter: verification.authenticationInfo.newCounter };
+}
+
+/**
+ * Verifies a passkey's answer to the challenge stored for `binding` (which works once) and records its use.
+ * @throws AppError 401 invalid_passkey
+ */
+export async function verifyBoundAssertion(
+  deps: Deps,
+  binding: string,
+  response: AuthenticationResponseJSON,
+  expect: { accountId: string; userVerification: boolean },
+): Promise<VerifiedAssertion> {
+  const now = deps.clock.now();
+  const challenge = await takeChallenge(deps.db, binding, now);
+  if (challenge === undefined) throw invalidPasskey();
+  const verified = await verifyPasskeyAssertion(deps, challenge, response, expect);
+  await recordPasskeyUse(deps.db, verified.passkeyId, verified.newCounter, now);
+  return verified;
 }

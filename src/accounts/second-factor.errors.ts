@@ -3,7 +3,7 @@ import { AppError, conflict } from '../http/errors.ts';
 export const invalidCode = () =>
   new AppError(401, 'invalid_code', 'The code is wrong, was already used or has expired. Enter the code your authenticator app shows now, or an unused recovery code.');
 
-export const invalidPasskey = () => new AppError(401, 'invalid_passkey', 'The passkey was not accepted. Ask for new options and try again.');
+export const invalidPasskey = (detail = 'The passkey was not accepted. Ask for new options and try again.') => new AppError(401, 'invalid_passkey', detail);
 
 export const signInExpired = () => new AppError(401, 'sign_in_expired', 'This sign-in has expired (it lasts 5 minutes) or was never started. Sign in again with your password.');
 

@@ -10,8 +10,10 @@ import { MINUTE } from '../shared/clock.ts';
 import { generateOpaqueToken, hashToken } from '../shared/secrets.ts';
 import { enforcePasskeySignInLimit, enforceSignInLimits } from './accounts.limits.ts';
 import { findAccountById, publicAccount, type Account } from './accounts.repository.ts';
-import { listPasskeyRows } from './passkeys.repository.ts';
-import { passkeyAuthenticationOptions, verifyPasskeyAssertion } from './passkeys.service.ts';
+import { listPasskeyRows, recordPasskeyUse } from './passkeys.repository.ts';
+import { sealChallenge, openChallenge } from './challenge-cookie.ts';
+import { boundAuthenticationOptions, CHALLENGE_LIFETIME_MS, passkeyAuthenticationOptions, verifyBoundAssertion, verifyPasskeyAssertion } from './passkeys.service.ts';
+import { spendChallenge } from './signing-keys.repository.ts';
 import { invalidCode, invalidPasskey, signInExpired } from './second-factor.errors.ts';
 import { deletePendingSignIn, findPendingSignIn, insertPendingSignIn } from './second-factor.repository.ts';
 import { useSecondFactorCode } from './second-factor.service.ts';
@@ -59,7 +61,7 @@ async function pendingAccount(deps: Deps, pendingToken: string | undefined) {
  */
 export async function secondStepPasskeyOptions(deps: Deps, pendingToken: string | undefined) {
   const account = await pendingAccount(deps, pendingToken);
-  return passkeyAuthenticationOptions(deps, secondStepBinding(pendingToken!), account.id);
+  return boundAuthenticationOptions(deps, secondStepBinding(pendingToken!), account.id);
 }
 
 /**
@@ -79,7 +81,7 @@ export async function completeSecondStep(
   let method: string;
   try {
     if (input.passkey !== undefined) {
-      await verifyPasskeyAssertion(deps, secondStepBinding(pendingToken!), input.passkey, { accountId: account.id, userVerification: false });
+      await verifyBoundAssertion(deps, secondStepBinding(pendingToken!), input.passkey, { accountId: account.id, userVerification: false });
       method = 'password+passkey';
     } else {
       const used = await useSecondFactorCode(deps, account.id, input.code ?? '', origin);
@@ -100,30 +102,39 @@ export async function completeSecondStep(
   return { account: publicAccount(account), sessionToken: session.token };
 }
 
-const passkeySignInBinding = (browserToken: string) => `sign-in:${hashToken(browserToken)}`;
-
-/** Options for a passwordless sign-in; the challenge is bound to a new cookie of this browser. */
+/**
+ * Options for a passwordless sign-in. Nothing is stored: the challenge goes
+ * back sealed in the browser's cookie (challenge-cookie.ts), since anyone may
+ * ask for options as often as they like.
+ */
 export async function passkeySignInOptions(deps: Deps) {
-  const browserToken = generateOpaqueToken();
-  const options = await passkeyAuthenticationOptions(deps, passkeySignInBinding(browserToken));
+  const options = await passkeyAuthenticationOptions(deps);
+  const now = deps.clock.now();
+  const browserToken = await sealChallenge(deps.db, options.challenge, now + CHALLENGE_LIFETIME_MS, now);
   return { options, browserToken };
 }
 
 /**
- * Signs in with a discoverable passkey alone (user verification required): no password, no second step.
- * @throws AppError 401 invalid_passkey, 429.
+ * Signs in with a discoverable passkey alone (user verification required): no
+ * password, no second step. The challenge is spent in the transaction of the
+ * session, so the same answer (or cookie) never signs in twice.
+ * @throws AppError 401 invalid_passkey (no, forged or altered cookie, answer refused or used already), sign_in_expired (cookie expired); 429.
  */
 export async function signInWithPasskey(deps: Deps, browserToken: string | undefined, response: AuthenticationResponseJSON, origin: RequestOrigin): Promise<SignedIn> {
   await enforcePasskeySignInLimit(deps, origin.ip);
   if (browserToken === undefined) throw invalidPasskey();
-  const { accountId, passkeyId } = await verifyPasskeyAssertion(deps, passkeySignInBinding(browserToken), response, { userVerification: true });
+  const { challenge, expiresAt } = await openChallenge(deps.db, browserToken, deps.clock.now());
+  const { accountId, passkeyId, newCounter } = await verifyPasskeyAssertion(deps, challenge, response, { userVerification: true });
   const account = await findAccountById(deps.db, accountId);
   if (account === undefined) throw invalidPasskey();
   const now = deps.clock.now();
   const session = await inTransaction(deps.database, async (tx) => {
+    if (!(await spendChallenge(tx.db, hashToken(challenge), expiresAt))) return null;
+    await recordPasskeyUse(tx.db, passkeyId, newCounter, now);
     await recordSecurityEvent(tx.db, { accountId, type: 'sign_in', at: now, origin, detail: { method: 'passkey', passkeyId } });
     return createSession(tx.db, accountId, origin, now);
   });
+  if (session === null) throw invalidPasskey('This passkey answer was used already: ask for new options and try again.');
   return { account: publicAccount(account), sessionToken: session.token };
 }
 

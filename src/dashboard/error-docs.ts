@@ -40,13 +40,13 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   },
   invalid_passkey: {
     status: 401,
-    description: 'The passkey’s answer did not verify: an unknown or removed passkey, a passkey of another account, an expired or already used challenge, or a signature for another site.',
+    description: 'The passkey’s answer did not verify: an unknown or removed passkey, a passkey of another account, an expired or already used challenge, a signature for another site, or a passkey sign-in cookie this service did not issue or that was altered.',
     fix: 'Ask for new options (the challenge lasts 5 minutes and works once) and try again, or sign in with your password.',
   },
   sign_in_expired: {
     status: 401,
-    description: 'The second step of a sign-in came without its pending sign-in, or after its 5 minutes: the password step is remembered only in this browser, for 5 minutes.',
-    fix: 'Sign in again with your email address and password.',
+    description: 'The second step of a sign-in came without its pending sign-in, or after its 5 minutes: the password step is remembered only in this browser, for 5 minutes. Also a passkey sign-in answered more than 5 minutes after its options.',
+    fix: 'Sign in again with your email address and password, or ask for new passkey options.',
   },
   invalid_signature: {
     status: 401,

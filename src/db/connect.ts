@@ -14,6 +14,8 @@ export interface ConnectOptions {
   poolSize?: number;
   /** PostgreSQL: PG_PREPARED_STATEMENTS (see pg-statements.ts). */
   preparedStatements?: boolean;
+  /** SQLite only: the write-ahead log's size limit (tests make it small; see sqlite.ts). */
+  sqliteLogLimitBytes?: number;
 }
 
 const INT8_OID = 20;
@@ -36,7 +38,7 @@ export type Database = { readonly db: Kysely<DB>; destroy(): Promise<void> } & (
 
 export function connectDatabase(url: string, options: ConnectOptions = {}): Database {
   if (url.startsWith('sqlite:')) {
-    const sqlite = createSqliteDialect(url.slice('sqlite:'.length));
+    const sqlite = createSqliteDialect(url.slice('sqlite:'.length), options.sqliteLogLimitBytes === undefined ? {} : { logLimitBytes: options.sqliteLogLimitBytes });
     const db = new Kysely<DB>({ dialect: sqlite.dialect });
     const sharedFile = url !== 'sqlite::memory:';
     return { engine: 'sqlite', db, groupCommit: createGroupCommit(db, sqlite.logRoom), dataVersion: sqlite.dataVersion, sharedFile, destroy: () => db.destroy() };

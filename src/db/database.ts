@@ -5,6 +5,8 @@ import type {
   PendingSignInsTable,
   RecoveryCodesTable,
   SessionsTable,
+  SigningKeysTable,
+  SpentChallengesTable,
   TotpFactorsTable,
   WebauthnChallengesTable,
 } from '../accounts/accounts.tables.ts';
@@ -51,4 +53,6 @@ export interface DB {
   webauthn_challenges: WebauthnChallengesTable;
   pending_sign_ins: PendingSignInsTable;
   security_log: SecurityLogTable;
+  signing_keys: SigningKeysTable;
+  spent_challenges: SpentChallengesTable;
 }

@@ -13,6 +13,7 @@ import * as fewerKeyChecks from './migrations/0010_fewer_key_checks.ts';
 import * as realRuns from './migrations/0011_real_runs.ts';
 import * as screens from './migrations/0012_screens.ts';
 import * as secondFactor from './migrations/0013_second_factor.ts';
+import * as signingKeys from './migrations/0014_signing_keys.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -31,6 +32,7 @@ const migrations: Record<string, Migration> = {
   '0011_real_runs': realRuns,
   '0012_screens': screens,
   '0013_second_factor': secondFactor,
+  '0014_signing_keys': signingKeys,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

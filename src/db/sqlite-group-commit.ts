@@ -31,7 +31,9 @@ export type GroupCommit = <T>(work: (tx: Tx) => Promise<T>) => Promise<T>;
  * answered only once the shared commit is done. The effect is that of running
  * them one after another, committing each: a caller sees its predecessors'
  * writes, and if the commit itself fails, every caller in it gets the error.
- * Each batch first awaits `logRoom` (see SqliteConnection.logRoom).
+ * Each batch first awaits `logRoom` before it takes the connection, so reads go
+ * on while it waits (the driver gates every other write the same way: see
+ * SqliteConnection.logRoom).
  */
 export function createGroupCommit(db: Kysely<DB>, logRoom: () => Promise<void> | undefined): GroupCommit {
   const queue: Caller[] = [];

@@ -6,7 +6,7 @@ import { SECOND } from '../shared/clock.ts';
 import { hostRetryDelay, machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
 import { finishPending, stopOrDestroy } from './machine-actions.ts';
 import { markError, markExpired, markRunning, markStopped, markStopping } from './machine-transitions.ts';
-import { activeMachinesOf, findMachineById, toProviderMachine } from './machines.repository.ts';
+import { activeMachinesOf, findMachineById, toProviderMachine, type MachineRow } from './machines.repository.ts';
 import { destroyMarked, refillPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
 import { executeRun } from './runs.service.ts';
@@ -23,13 +23,18 @@ const DONE: Outcome = { status: 'done' };
 /** When a balance-empty stop lost a race with another change of a machine, how soon it looks again. */
 const BALANCE_STOP_RECHECK_MS = SECOND;
 
+/** How many times a job whose compare-and-set lost reads the machine again and acts on what it finds, before trying again a little later. */
+const LOST_RACE_ATTEMPTS = 5;
+/** When a job lost every attempt to other changes of the machine, how soon it looks again. */
+const LOST_RACE_RECHECK_MS = SECOND;
+
 /**
  * Asks the provider about a machine (boot finished? still up?) and applies
  * what it says, or finishes a stop or destroy whose process died before
  * recording the host's answer. The next check is whenever the provider asks.
  */
 export async function checkMachine(deps: Deps, provider: MachineProvider, machineId: string): Promise<Outcome> {
-  const machine = await findMachineById(deps.db, machineId);
+  let machine = await findMachineById(deps.db, machineId);
   if (machine === undefined) return DONE;
   if (machine.status === 'stopping') {
     await finishPending(deps, provider, machine);
@@ -38,13 +43,22 @@ export async function checkMachine(deps: Deps, provider: MachineProvider, machin
   if (machine.status !== 'starting' && machine.status !== 'running') return DONE;
   const { observation, checkAt } = await provider.observe(toProviderMachine(machine), deps.clock.now());
   if (observation === null || observation.status === machine.status) return checkAt === null ? DONE : { status: 'later', at: checkAt };
-  // Each of these schedules (or cancels) the machine's next check itself, in its own transaction.
-  await inTransaction(deps.database, async (tx) => {
-    if (observation.status === 'running') await markRunning(deps, tx, machine, checkAt);
-    else if (observation.status === 'error') await markError(deps, tx, machine, observation.reason, observation.message);
-    else await markStopped(deps, tx, machine, observation.reason);
-  });
-  return DONE;
+  for (let attempt = 0; attempt < LOST_RACE_ATTEMPTS; attempt++) {
+    const row: MachineRow = machine;
+    // Each of these schedules (or cancels) the machine's next check itself, in its own transaction.
+    const applied = await inTransaction(deps.database, async (tx) => {
+      if (observation.status === 'running') return markRunning(deps, tx, row, checkAt);
+      if (observation.status === 'error') return markError(deps, tx, row, observation.reason, observation.message);
+      return markStopped(deps, tx, row, observation.reason);
+    });
+    if (applied !== null) return DONE;
+    // Lost: a claim or a new token changes the version but not the state, and the host's word still holds for the
+    // machine as it is now; a change of state (a stop, an expiry) scheduled the machine's next check itself.
+    const fresh = await findMachineById(deps.db, machineId);
+    if (fresh === undefined || fresh.status !== row.status || fresh.status_changed_at !== row.status_changed_at) return DONE;
+    machine = fresh;
+  }
+  return { status: 'later', at: deps.clock.now() + LOST_RACE_RECHECK_MS };
 }
 
 /**
@@ -53,18 +67,24 @@ export async function checkMachine(deps: Deps, provider: MachineProvider, machin
  * expiry, asked of the host after, then `machine.stopped` or `machine.destroyed`.
  */
 async function expireMachine(deps: Deps, provider: MachineProvider, machineId: string): Promise<Outcome> {
-  const machine = await findMachineById(deps.db, machineId);
-  if (machine === undefined || machine.expired_at !== null || machine.status === 'destroyed') return DONE;
-  if (machine.status === 'stopping') return { status: 'later', at: deps.clock.now() + EXPIRY_WAIT_MS };
-  const stopping = await inTransaction(deps.database, async (tx) => {
-    const expired = await markExpired(deps, tx, machine);
-    if (expired === null) return null;
-    if (machine.on_expire === 'destroy') return markStopping(deps, tx, expired, { action: 'destroy', reason: 'expired' });
-    if (machine.status === 'running' || machine.status === 'starting') return markStopping(deps, tx, expired, { action: 'stop', reason: 'expired' });
-    return null;
-  });
-  if (stopping !== null) await finishPending(deps, provider, stopping);
-  return DONE;
+  // A lost compare-and-set is no reason to stop: the boot's check that fell due in the same pass (say) recorded
+  // `running` first, and that running machine must expire all the same. So read again and act on what is there.
+  for (let attempt = 0; attempt < LOST_RACE_ATTEMPTS; attempt++) {
+    const machine = await findMachineById(deps.db, machineId);
+    if (machine === undefined || machine.expired_at !== null || machine.status === 'destroyed') return DONE;
+    if (machine.status === 'stopping') return { status: 'later', at: deps.clock.now() + EXPIRY_WAIT_MS };
+    const outcome = await inTransaction(deps.database, async (tx) => {
+      const expired = await markExpired(deps, tx, machine);
+      if (expired === null) return 'lost' as const;
+      if (machine.on_expire === 'destroy') return markStopping(deps, tx, expired, { action: 'destroy', reason: 'expired' });
+      if (machine.status === 'running' || machine.status === 'starting') return markStopping(deps, tx, expired, { action: 'stop', reason: 'expired' });
+      return null;
+    });
+    if (outcome === 'lost') continue;
+    if (outcome !== null) await finishPending(deps, provider, outcome);
+    return DONE;
+  }
+  return { status: 'later', at: deps.clock.now() + LOST_RACE_RECHECK_MS };
 }
 
 /**

@@ -7,6 +7,7 @@ import { DEFAULT_PAGE_SIZE, ListQuerySchema, pageSchema, toPage } from '../http/
 import { IdParamsSchema, NullableTimestamp, responses, Timestamp } from '../http/schemas.ts';
 import { refuseBody } from '../http/validation.ts';
 import { originOf } from '../http/request-origin.ts';
+import { enforceOAuthLimit } from './oauth.limits.ts';
 import { MCP_SCOPE, mcpResource } from './oauth.resource.ts';
 import { allowConsent, denyConsent, describeConsent, listApplications, revokeApplication } from './oauth.service.ts';
 
@@ -69,7 +70,11 @@ export function oauthRoutes(authorizationServer: () => Promise<Provider>): Fasti
         url: '/oauth/*',
         config: { auth: 'none' },
         schema: hide,
-        handler: (request, reply) => handOver(request, reply),
+        handler: async (request, reply) => {
+          // Before the library stores anything: a client over its limit adds no client and no interaction.
+          await enforceOAuthLimit(deps, request.method, new URL(request.url, 'http://localhost').pathname, request.ip);
+          return handOver(request, reply);
+        },
       });
       for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
         mounted.route({

@@ -40,23 +40,23 @@ export async function hit(db: Kysely<DB>, check: LimitCheck, now: number): Promi
 }
 
 /**
- * Counts a hit on every key; all are counted even when one is already over.
- * @throws AppError 429 with Retry-After when any limit is exceeded.
+ * Counts a hit on each key in order, and stops at the first that refuses:
+ * the keys after it are not counted. Callers put the client's address first,
+ * so a client over its address's limit cannot add a counter per email it
+ * makes up (issue 38: each new email was a new row, without bound).
+ * @throws AppError 429 with Retry-After when a limit is exceeded.
  */
 export async function enforceLimits(db: Kysely<DB>, checks: readonly LimitCheck[], now: number): Promise<void> {
-  let retryAfterSeconds = 0;
   for (const check of checks) {
     const result = await hit(db, check, now);
-    if (!result.allowed) retryAfterSeconds = Math.max(retryAfterSeconds, result.retryAfterSeconds);
+    if (!result.allowed) throw rateLimited(result.retryAfterSeconds);
   }
-  if (retryAfterSeconds > 0) throw rateLimited(retryAfterSeconds);
 }
 
-/** Like enforce, but reports instead of throwing: for answers that must not reveal the limit. */
+/** Like enforce, but reports instead of throwing: for answers that must not reveal the limit. Stops at the first refusal too. */
 export async function allows(db: Kysely<DB>, checks: readonly LimitCheck[], now: number): Promise<boolean> {
-  let allowed = true;
-  for (const check of checks) allowed = (await hit(db, check, now)).allowed && allowed;
-  return allowed;
+  for (const check of checks) if (!(await hit(db, check, now)).allowed) return false;
+  return true;
 }
 
 /** Keys of counters whose window started before `olderThan`, after `after`, in key order: a batch for retention. */

@@ -50,3 +50,41 @@ describe('SQLite write-ahead log', { skip: onPostgres && 'SQLite only' }, () => 
     }
   });
 });
+
+/**
+ * Regression (issue 38): only group commit waited for the log's room, so
+ * writes outside it (a passkey challenge, a rate-limit counter, each its own
+ * statement) went straight in, and under steady writes the log never started
+ * again: 213 MB after a burst of sign-in options. Every statement that may
+ * write now passes the same gate in the driver.
+ */
+describe('SQLite write-ahead log, writes outside group commit', { skip: onPostgres && 'SQLite only' }, () => {
+  test('2,000 small writes, each its own statement, keep the log within a 1 MiB bound during and after the burst', async () => {
+    const limit = 1024 * 1024;
+    const slack = 64 * 1024;
+    const dir = await mkdtemp(join(tmpdir(), 'sqlite-log-'));
+    const path = join(dir, 'service.db');
+    const database = connectDatabase(`sqlite:${path}`, { sqliteLogLimitBytes: limit });
+    const { db } = database;
+    const logSize = () => statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0;
+    try {
+      await sql`create table counter_probe (key text primary key, hits integer not null)`.execute(db);
+      let largest = 0;
+      for (let i = 0; i < 2000; i++) {
+        // As a rate-limit counter is written: one upsert, no transaction of its own.
+        await sql`insert into counter_probe (key, hits) values (${`key-${i}`}, 1) on conflict (key) do update set hits = hits + 1`.execute(db);
+        largest = Math.max(largest, logSize());
+      }
+      assert.ok(largest <= limit + slack, `the log grew to ${(largest / 1024 / 1024).toFixed(2)} MiB during the burst`);
+      // After it: a read, and a moment for the checkpoint thread, change nothing.
+      await sql`select count(*) from counter_probe`.execute(db);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.ok(logSize() <= limit + slack, `the log is ${(logSize() / 1024 / 1024).toFixed(2)} MiB after the burst`);
+      const { rows } = await sql<{ n: number }>`select count(*) as n from counter_probe`.execute(db);
+      assert.equal(rows[0]!.n, 2000, 'every write is there');
+    } finally {
+      await database.destroy();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
