@@ -13,6 +13,8 @@ import * as fewerKeyChecks from './migrations/0010_fewer_key_checks.ts';
 import * as realRuns from './migrations/0011_real_runs.ts';
 import * as screens from './migrations/0012_screens.ts';
 import * as secondFactor from './migrations/0013_second_factor.ts';
+import * as eventsByMachine from './migrations/0015_events_by_machine.ts';
+import * as billingUsageDays from './migrations/0016_billing_usage_days.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -31,6 +33,8 @@ const migrations: Record<string, Migration> = {
   '0011_real_runs': realRuns,
   '0012_screens': screens,
   '0013_second_factor': secondFactor,
+  '0015_events_by_machine': eventsByMachine,
+  '0016_billing_usage_days': billingUsageDays,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
