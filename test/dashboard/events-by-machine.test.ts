@@ -121,6 +121,8 @@ describe('dashboard in Chromium: events by machine', () => {
       await page.goto(`${live.baseUrl}/events?machine=${machines[0]!.id}`);
       await settled(page);
       assert.deepEqual(await layoutProblems(page), []);
+      const filter = await page.getByRole('combobox', { name: 'Filter by machine' }).boundingBox();
+      assert.ok(filter && filter.x >= 0 && filter.x + filter.width <= width, 'the machine filter is in view');
     });
   }
 });

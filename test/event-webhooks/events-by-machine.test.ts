@@ -64,7 +64,8 @@ describe('GET /api/events?machineId', () => {
     assert.deepEqual((await eventsOf(other, `machineId=${first.id}`)).data, [], "another account sees nothing of this machine's events");
   });
 
-  test('a malformed machineId is 400 invalid_request', async () => {
+  test('a malformed machineId is 400 invalid_request; a well-formed one of no machine lists nothing', async () => {
+    assert.deepEqual(await eventsOf(owner, 'machineId=mch_01jd0000000000000000000042'), { data: [], nextCursor: null });
     for (const machineId of ['nope', 'mch_short', 'evt_01jd0000000000000000000042', 'mch_01JD0000000000000000000042', '']) {
       const response = await owner.call('GET', `/api/events?machineId=${encodeURIComponent(machineId)}`);
       assert.equal(response.statusCode, 400, machineId);
