@@ -1,12 +1,13 @@
-import { sql, type Kysely } from 'kysely';
-import { insertRows, updateRows, type Columns } from '../db/batch.ts';
+import { CompiledQuery, sql, type Kysely } from 'kysely';
+import { batchSelect, batchValues, cachedText, insertRows, placeholders, updateRows, type Columns } from '../db/batch.ts';
 import { dialectOf } from '../db/connect.ts';
 import type { DB } from '../db/database.ts';
-import type { BillingAccountsTable, BillingLedgerTable, BillingMetersTable, LedgerKind } from './billing.tables.ts';
+import type { BillingAccountsTable, BillingLedgerTable, BillingMetersTable, BillingUsageDaysTable, LedgerKind } from './billing.tables.ts';
 
 export type BillingAccountRow = BillingAccountsTable;
 export type LedgerRow = BillingLedgerTable;
 export type MeterRow = BillingMetersTable;
+export type UsageDayRow = BillingUsageDaysTable;
 
 /** The card columns of an account without a card: the one list of what a saved card is. */
 export const NO_CARD = {
@@ -101,6 +102,77 @@ export async function listLedgerEntries(db: Kysely<DB>, accountId: string, optio
   if (options.before !== undefined) query = query.where('id', '<', options.before);
   if (options.kind !== undefined) query = query.where('kind', '=', options.kind);
   return query.orderBy('id', 'desc').limit(options.limit).execute();
+}
+
+const USAGE_DAY_COLUMNS: Columns<UsageDayRow> = [
+  ['account_id', 'text'],
+  ['day', 'text'],
+  ['machine_id', 'text'],
+  ['amount_micros', 'bigint'],
+  ['ms', 'bigint'],
+];
+
+/**
+ * Adds each row's amount and time into its statement line (account, day,
+ * machine), creating the lines that do not exist yet: one statement per
+ * batch. A line appears at most once per batch (PostgreSQL refuses to update
+ * a row twice in one statement): the caller sums them first.
+ */
+export async function addUsageDays(db: Kysely<DB>, rows: readonly UsageDayRow[]): Promise<void> {
+  const dialect = dialectOf(db);
+  for (let i = 0; i < rows.length; i += CHUNK) {
+    const chunk = rows.slice(i, i + CHUNK);
+    const text = cachedText(`usage-days;${dialect === 'postgres' ? '' : chunk.length};${dialect}`, () => {
+      const { select } = batchSelect(dialect, USAGE_DAY_COLUMNS, chunk.length, placeholders(dialect));
+      // `where true`: SQLite reads an upsert's ON CONFLICT after a bare SELECT as a join's ON.
+      return 'insert into billing_usage_days (account_id, "day", machine_id, amount_micros, ms) ' +
+        `select account_id, "day", machine_id, amount_micros, ms from (${select}) as v where true ` +
+        'on conflict (account_id, "day", machine_id) do update set ' +
+        'amount_micros = billing_usage_days.amount_micros + excluded.amount_micros, ms = billing_usage_days.ms + excluded.ms';
+    });
+    await db.executeQuery(CompiledQuery.raw(text, batchValues(dialect, USAGE_DAY_COLUMNS, chunk)));
+  }
+}
+
+/** Where a statement page starts: after the line at (day, key), key a machine id or a transaction id. */
+export interface StatementPosition {
+  day: string;
+  key: string;
+}
+
+/**
+ * An account's usage lines, newest day first and, within a day, by machine id
+ * descending (one walk of the key), after `before`; with the machine's name and
+ * size as they are now, or as it was metered once the machine is gone.
+ */
+export async function listUsageDays(
+  db: Kysely<DB>,
+  accountId: string,
+  limit: number,
+  before: StatementPosition | undefined,
+): Promise<Array<UsageDayRow & { name: string | null; size: string | null }>> {
+  let query = db
+    .selectFrom('billing_usage_days as d')
+    .leftJoin('machines as m', 'm.id', 'd.machine_id')
+    .leftJoin('billing_meters as bm', 'bm.machine_id', 'd.machine_id')
+    .select(['d.account_id', 'd.day', 'd.machine_id', 'd.amount_micros', 'd.ms', (eb) => eb.fn.coalesce('m.name', 'bm.name').as('name'), (eb) => eb.fn.coalesce('m.size', 'bm.size').as('size')])
+    .where('d.account_id', '=', accountId);
+  if (before !== undefined) query = query.where((eb) => eb(eb.refTuple('d.day', 'd.machine_id'), '<', eb.tuple(before.day, before.key)));
+  const rows = await query.orderBy('d.day', 'desc').orderBy('d.machine_id', 'desc').limit(limit).execute();
+  return rows.map((row) => ({ ...row, amount_micros: Number(row.amount_micros), ms: Number(row.ms) }));
+}
+
+/**
+ * An account's credits (every entry but usage), newest first, through their
+ * own index. `before` by id when the page ended on a credit, else by day: the
+ * credits of days before the one the page ended on (a day's credits come
+ * before its usage lines).
+ */
+export async function listCreditEntries(db: Kysely<DB>, accountId: string, limit: number, before: { id: string } | { dayStart: number } | undefined): Promise<LedgerRow[]> {
+  // The kind as a literal: a partial index serves only a query that names its condition (a parameter could be anything).
+  let query = db.selectFrom('billing_ledger').selectAll().where('account_id', '=', accountId).where('kind', '<>', sql.lit('usage'));
+  if (before !== undefined) query = 'id' in before ? query.where('id', '<', before.id) : query.where('created_at', '<', before.dayStart);
+  return query.orderBy('id', 'desc').limit(limit).execute();
 }
 
 /** Usage charged per machine for periods ending in (from, to], with the machine's name and size as they are now (a claimed pool machine was renamed). */

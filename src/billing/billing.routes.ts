@@ -10,12 +10,14 @@ import {
   PaymentMethodSchema,
   TopUpBody,
   TopUpHeaders,
+  StatementLineSchema,
+  StatementQuery,
   TopUpSchema,
   TransactionSchema,
   UsageQuery,
   UsageSchema,
 } from './billing.schemas.ts';
-import { deletePaymentMethod, getBilling, getUsage, listTransactions, savePaymentMethod, topUp } from './billing.service.ts';
+import { deletePaymentMethod, getBilling, getStatement, getUsage, listTransactions, savePaymentMethod, topUp } from './billing.service.ts';
 import { formatMicros } from './money.ts';
 import type { PaymentProvider } from './payment-provider.ts';
 
@@ -68,6 +70,15 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ provider: PaymentProvide
   app.get('/api/billing/transactions', {
     schema: { tags, summary: 'Ledger entries (welcome credit, top-ups, usage), newest first', querystring: ListQuerySchema, response: responses({ 200: pageSchema(TransactionSchema) }) },
   }, async (request) => listTransactions(deps, accountIdOf(request), request.query.limit ?? DEFAULT_PAGE_SIZE, request.query.cursor));
+
+  app.get('/api/billing/statement', {
+    schema: {
+      tags,
+      summary: 'The statement, newest day first: one line per machine per UTC day of usage, and each credit (welcome credit, top-up) as a line',
+      querystring: StatementQuery,
+      response: responses({ 200: pageSchema(StatementLineSchema) }),
+    },
+  }, async (request) => getStatement(deps, accountIdOf(request), request.query.limit ?? DEFAULT_PAGE_SIZE, request.query.cursor));
 
   app.get('/api/billing/usage', {
     schema: { tags, summary: 'Machine time charged per machine in a period (default: the last 30 days)', querystring: UsageQuery, response: responses({ 200: UsageSchema }) },

@@ -68,6 +68,30 @@ export const TransactionSchema = Type.Object({
   createdAt: Timestamp,
 });
 
+/** A statement line's id and cursor: its day, then the machine (usage) or the transaction (credit) it is about. */
+export const STATEMENT_POSITION = '^([0-9]{4}-[0-9]{2}-[0-9]{2})/([a-z]+_[0-9a-z]{26})$';
+
+export const StatementQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'Lines per page, 1 to 100' })),
+    cursor: Type.Optional(Type.String({ pattern: STATEMENT_POSITION, description: 'nextCursor of the previous page' })),
+  },
+  { additionalProperties: false },
+);
+
+export const StatementLineSchema = Type.Object({
+  id: Type.String({ description: '"<day>/<machine id>" for usage, "<day>/<transaction id>" for a credit; lines are listed by it, descending' }),
+  day: Type.String({ description: 'The UTC day, YYYY-MM-DD' }),
+  kind: Type.Union([Type.Literal('usage'), Type.Literal('welcome_credit'), Type.Literal('top_up')]),
+  amount: { ...Amount, description: "Usage: the sum of the machine's charges that day (negative, as in the ledger), exactly; a credit: its amount" },
+  machine: Type.Union([
+    Type.Object({ id: Type.String(), name: Type.Union([Type.String(), Type.Null()]), size: Type.Union([Type.String(), Type.Null()]) }),
+    Type.Null(),
+  ], { description: 'Usage: the machine, its name and size as they are now' }),
+  seconds: Type.Union([Type.Number(), Type.Null()], { description: 'Usage: the running time charged that day (milliseconds as fractions)' }),
+  transaction: Type.Union([TransactionSchema, Type.Null()], { description: 'A credit: its ledger entry, as /api/billing/transactions lists it' }),
+});
+
 export const UsageQuery = Type.Object(
   {
     from: Type.Optional(Type.String({ format: 'date-time', description: 'Start (exclusive) of the period whose charges are counted; default: 30 days before `to`' })),

@@ -10,7 +10,9 @@ import {
   findBillingAccount,
   findLedgerEntry,
   findRecipient,
+  listCreditEntries,
   listLedgerEntries,
+  listUsageDays,
   lockBillingAccount,
   NO_CARD,
   updateBillingAccount,
@@ -19,10 +21,10 @@ import {
   type LedgerRow,
 } from './billing.repository.ts';
 import { findIdempotencyKey, forgetIdempotencyKey, recordIdempotencyKey, reserveIdempotencyKey } from './idempotency.repository.ts';
-import { appendEntries } from './ledger.ts';
+import { appendEntries, utcDay } from './ledger.ts';
 import { formatMicros, parseMicros } from './money.ts';
 import type { PaymentProvider } from './payment-provider.ts';
-import type { PaymentMethodInput } from './billing.schemas.ts';
+import { STATEMENT_POSITION, type PaymentMethodInput } from './billing.schemas.ts';
 import { grantWelcomeCreditIfDue } from './welcome-credit.ts';
 
 const MIN_TOP_UP = 5_000_000;
@@ -56,6 +58,16 @@ export interface TransactionView {
   periodStart: string | null;
   periodEnd: string | null;
   createdAt: string;
+}
+
+export interface StatementLineView {
+  id: string;
+  day: string;
+  kind: LedgerRow['kind'];
+  amount: string;
+  machine: { id: string; name: string | null; size: string | null } | null;
+  seconds: number | null;
+  transaction: TransactionView | null;
 }
 
 export interface TopUpView {
@@ -202,6 +214,46 @@ export async function listTransactions(deps: Deps, accountId: string, limit: num
   const rows = await listLedgerEntries(deps.db, accountId, { limit: limit + 1, before: cursor });
   const data = rows.slice(0, limit).map(toTransactionView);
   return { data, nextCursor: rows.length > limit ? data[data.length - 1]!.id : null };
+}
+
+/**
+ * The statement, newest day first: a line per machine and UTC day its usage
+ * was charged (however many charges made it), and each credit (the welcome
+ * credit, top-ups) as a line of its own. Both lists are read from where the
+ * page starts, one more line than the page each, and merged by line id.
+ */
+export async function getStatement(deps: Deps, accountId: string, limit: number, cursor: string | undefined): Promise<Page<StatementLineView>> {
+  const position = cursor === undefined ? undefined : positionOf(cursor);
+  const creditsBefore = position === undefined ? undefined : position.key.startsWith('txn_') ? { id: position.key } : { dayStart: Date.parse(`${position.day}T00:00:00.000Z`) };
+  const [usage, credits] = await Promise.all([
+    listUsageDays(deps.db, accountId, limit + 1, position),
+    listCreditEntries(deps.db, accountId, limit + 1, creditsBefore),
+  ]);
+  const lines: StatementLineView[] = [
+    ...usage.map((row) => ({
+      id: `${row.day}/${row.machine_id}`,
+      day: row.day,
+      kind: 'usage' as const,
+      amount: formatMicros(row.amount_micros),
+      machine: { id: row.machine_id, name: row.name, size: row.size },
+      seconds: row.ms / 1000,
+      transaction: null,
+    })),
+    ...credits.map((row) => {
+      const day = utcDay(row.created_at);
+      return { id: `${day}/${row.id}`, day, kind: row.kind, amount: formatMicros(row.amount_micros), machine: null, seconds: null, transaction: toTransactionView(row) };
+    }),
+  ];
+  lines.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  const data = lines.slice(0, limit);
+  return { data, nextCursor: lines.length > limit ? data[data.length - 1]!.id : null };
+}
+
+/** The day and key of a statement cursor (the route's schema checked its form). */
+function positionOf(cursor: string): { day: string; key: string } {
+  const [, day, key] = new RegExp(STATEMENT_POSITION).exec(cursor) ?? [];
+  if (day === undefined || key === undefined || Number.isNaN(Date.parse(`${day}T00:00:00.000Z`))) throw invalidRequest('cursor must be the nextCursor of a previous page.');
+  return { day, key };
 }
 
 function parseTime(name: string, text: string | undefined, fallback: number): number {

@@ -32,6 +32,21 @@ export interface BillingLedgerTable {
 }
 
 /**
+ * The statement's usage lines: one per machine and UTC day (`YYYY-MM-DD`),
+ * the sums of the usage entries whose period ends that day. Each charge adds
+ * into its line in the transaction that appends the entry, so the lines sum
+ * to the ledger's usage exactly.
+ */
+export interface BillingUsageDaysTable {
+  account_id: string;
+  day: string;
+  machine_id: string;
+  /** Negative, as the ledger's usage amounts are. */
+  amount_micros: number;
+  ms: number;
+}
+
+/**
  * One per machine that ever ran. `metered_until` is the watermark: running time
  * up to it is charged; null while the machine is not running. `metered_ms` and
  * `charged_micros` are totals over the machine's life at `price_micros` (per

@@ -2,7 +2,7 @@ import type { Tx } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import { newIdAfter } from '../shared/ids.ts';
 import { balanceEmptyMailJob, lowBalanceMailJob } from './billing.job-types.ts';
-import { insertLedgerEntries, latestLedgerIds, updateBalances, type BillingAccountRow, type LedgerRow } from './billing.repository.ts';
+import { addUsageDays, insertLedgerEntries, latestLedgerIds, updateBalances, type BillingAccountRow, type LedgerRow, type UsageDayRow } from './billing.repository.ts';
 import type { LedgerKind } from './billing.tables.ts';
 import { balanceEmptyStopJob } from './enforcement.ts';
 import { formatMicros } from './money.ts';
@@ -57,9 +57,36 @@ export async function appendEntries(deps: Deps, tx: Tx, batch: ReadonlyArray<{ a
     crossings.push({ accountId: account.account_id, before, after: balance });
   }
   await insertLedgerEntries(tx.db, rows);
+  await addUsageDays(tx.db, usageDays(rows));
   await updateBalances(tx.db, balances);
   for (const crossing of crossings) await onBalanceChange(deps, tx, crossing.accountId, crossing.before, crossing.after);
   return rows;
+}
+
+/** The UTC day (`YYYY-MM-DD`) of a time: the statement's usage lines are per machine and day. */
+export function utcDay(at: number): string {
+  return new Date(at).toISOString().slice(0, 10);
+}
+
+/**
+ * What usage entries add to the statement's lines: each counts on the UTC day
+ * its period ends (as /api/billing/usage counts it), summed per line, since a
+ * batch may hold several entries of one machine and day.
+ */
+function usageDays(rows: readonly LedgerRow[]): UsageDayRow[] {
+  const lines = new Map<string, UsageDayRow>();
+  for (const row of rows) {
+    if (row.kind !== 'usage' || row.machine_id === null || row.period_start === null || row.period_end === null) continue;
+    const day = utcDay(row.period_end);
+    const key = `${row.account_id} ${day} ${row.machine_id}`;
+    const line = lines.get(key);
+    if (line === undefined) lines.set(key, { account_id: row.account_id, day, machine_id: row.machine_id, amount_micros: row.amount_micros, ms: row.period_end - row.period_start });
+    else {
+      line.amount_micros += row.amount_micros;
+      line.ms += row.period_end - row.period_start;
+    }
+  }
+  return [...lines.values()];
 }
 
 /** A mail once per crossing: down through LOW_BALANCE, or down to zero (which also stops the account's machines). */

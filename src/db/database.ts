@@ -17,7 +17,7 @@ import type { EventsTable } from '../events/events.tables.ts';
 import type { DeliveriesTable, DeliveryAttemptsTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
-import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable } from '../billing/billing.tables.ts';
+import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable, BillingUsageDaysTable } from '../billing/billing.tables.ts';
 import type { OAuthGrantsTable, OAuthRecordsTable } from '../oauth/oauth.tables.ts';
 import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../machines/runs.tables.ts';
 
@@ -44,6 +44,7 @@ export interface DB {
   billing_accounts: BillingAccountsTable;
   billing_ledger: BillingLedgerTable;
   billing_meters: BillingMetersTable;
+  billing_usage_days: BillingUsageDaysTable;
   billing_idempotency: BillingIdempotencyTable;
   oauth_records: OAuthRecordsTable;
   oauth_grants: OAuthGrantsTable;

@@ -14,6 +14,8 @@ import * as realRuns from './migrations/0011_real_runs.ts';
 import * as screens from './migrations/0012_screens.ts';
 import * as secondFactor from './migrations/0013_second_factor.ts';
 import * as signingKeys from './migrations/0014_signing_keys.ts';
+import * as eventsByMachine from './migrations/0015_events_by_machine.ts';
+import * as billingUsageDays from './migrations/0016_billing_usage_days.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -33,6 +35,8 @@ const migrations: Record<string, Migration> = {
   '0012_screens': screens,
   '0013_second_factor': secondFactor,
   '0014_signing_keys': signingKeys,
+  '0015_events_by_machine': eventsByMachine,
+  '0016_billing_usage_days': billingUsageDays,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -6,6 +6,7 @@ import { defineTool } from '../mcp/tools.ts';
 import { ALL_EVENT_TYPES as EVENT_TYPES } from '../events/event-types.ts';
 import { listEventRows } from '../events/events.repository.ts';
 import { DEFAULT_PAGE_SIZE } from '../http/pagination.ts';
+import { idPattern } from '../shared/ids.ts';
 import { listDeliveries, sendTestEvent, type TestSending } from './deliveries.service.ts';
 import { recoverFailed, replayMissing } from './recovery.service.ts';
 import { createEndpoint, deleteEndpoint, listEndpoints, MAX_ENDPOINTS_PER_ACCOUNT, URL_MAX_LENGTH } from './endpoints.service.ts';
@@ -48,11 +49,16 @@ export const eventWebhookTools = (testSending: TestSending): PlatformToolRegistr
   }, ({ id }) => sendTestEvent(deps, testSending, accountId, id));
 
   defineTool(server, logger, 'events_list', {
-    description: "Lists the account's events newest first, as {data, nextCursor}: each the envelope exactly as delivered. Kept for the retention period.",
-    input: z.strictObject({ type: z.enum(EVENT_TYPES).optional().describe('Only events of this type'), limit: Limit, cursor: Cursor }),
+    description: "Lists the account's events newest first, as {data, nextCursor}: each the envelope exactly as delivered. Kept for the retention period. `machineId` keeps one machine's events (its machine.* events and its runs' run.* events).",
+    input: z.strictObject({
+      type: z.enum(EVENT_TYPES).optional().describe('Only events of this type'),
+      machineId: z.string().regex(new RegExp(idPattern('mch'))).optional().describe('Only events about this machine (mch_…)'),
+      limit: Limit,
+      cursor: Cursor,
+    }),
     annotations: { readOnlyHint: true },
-  }, async ({ type, limit = DEFAULT_PAGE_SIZE, cursor }) => {
-    const rows = await listEventRows(deps.db, accountId, type === undefined ? EVENT_TYPES : [type], limit + 1, cursor);
+  }, async ({ type, machineId, limit = DEFAULT_PAGE_SIZE, cursor }) => {
+    const rows = await listEventRows(deps.db, accountId, type === undefined ? EVENT_TYPES : [type], limit + 1, cursor, machineId);
     return toPage(rows.map((row) => ({ ...(JSON.parse(row.payload) as { id: string }) })), limit);
   });
 

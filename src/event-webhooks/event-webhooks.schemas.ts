@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import { ALL_EVENT_TYPES, EVENT_TYPES } from '../events/event-types.ts';
 import { ListQuerySchema } from '../http/pagination.ts';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
+import { idPattern } from '../shared/ids.ts';
 import { URL_MAX_LENGTH } from './endpoints.service.ts';
 
 const EventTypeOrAll = Type.Unsafe<string>({ type: 'string', enum: ['*', ...ALL_EVENT_TYPES], description: 'An event type, or "*" for all' });
@@ -93,7 +94,11 @@ export const EventSchema = Type.Object(
 );
 
 export const EventsQuery = Type.Object(
-  { ...ListQuerySchema.properties, type: Type.Optional(Type.Unsafe<string>({ type: 'string', enum: [...ALL_EVENT_TYPES], description: 'Only events of this type' })) },
+  {
+    ...ListQuerySchema.properties,
+    type: Type.Optional(Type.Unsafe<string>({ type: 'string', enum: [...ALL_EVENT_TYPES], description: 'Only events of this type' })),
+    machineId: Type.Optional(Type.String({ pattern: idPattern('mch'), description: 'Only events about this machine (mch_…): its machine.* events and its runs\' run.* events' })),
+  },
   { additionalProperties: false },
 );
 

@@ -17,7 +17,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const limit = request.query.limit ?? DEFAULT_PAGE_SIZE;
     const types = request.query.type === undefined ? ALL_EVENT_TYPES : [request.query.type];
-    const rows = await listEventRows(deps.db, accountIdOf(request), types, limit + 1, request.query.cursor);
+    const rows = await listEventRows(deps.db, accountIdOf(request), types, limit + 1, request.query.cursor, request.query.machineId);
     const page = rows.slice(0, limit);
     const nextCursor = rows.length > limit ? page.at(-1)!.id : null;
     // The stored envelopes as they are, byte for byte: what was delivered.

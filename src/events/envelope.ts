@@ -24,5 +24,13 @@ export function newEnvelope(type: string, data: Record<string, unknown>, now: nu
 
 /** The stored event: the envelope serialised once, so every attempt and redelivery sends the same bytes. */
 export function eventRow(accountId: string, envelope: EventEnvelope, now: number): EventsTable {
-  return { id: envelope.id, account_id: accountId, type: envelope.type, payload: JSON.stringify(envelope), created_at: now };
+  return { id: envelope.id, account_id: accountId, type: envelope.type, payload: JSON.stringify(envelope), machine_id: machineIdOf(envelope.data), created_at: now };
+}
+
+/** `data.machine.id`: machine events and run events carry the machine (spec 2.3, 2.4). */
+function machineIdOf(data: Record<string, unknown>): string | null {
+  const machine = data['machine'];
+  if (typeof machine !== 'object' || machine === null) return null;
+  const id = (machine as Record<string, unknown>)['id'];
+  return typeof id === 'string' ? id : null;
 }

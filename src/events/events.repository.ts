@@ -8,6 +8,7 @@ const COLUMNS: Columns<EventsTable> = [
   ['account_id', 'text'],
   ['type', 'text'],
   ['payload', 'text'],
+  ['machine_id', 'text'],
   ['created_at', 'bigint'],
 ];
 
@@ -23,7 +24,8 @@ export function eventRows(row: EventsTable): AnyRows {
 /**
  * An account's events of these types, newest first: one walk of the
  * (account, type, id) index per type, each stopping at `limit`, merged (as
- * the deliveries listing merges its endpoints' walks).
+ * the deliveries listing merges its endpoints' walks). With `machineId`, one
+ * walk of that machine's events instead (its own index), the types a filter.
  */
 export async function listEventRows(
   db: Kysely<DB>,
@@ -31,8 +33,14 @@ export async function listEventRows(
   types: readonly string[],
   limit: number,
   before: string | undefined,
+  machineId?: string,
 ): Promise<EventsTable[]> {
   if (types.length === 0) return [];
+  if (machineId !== undefined) {
+    let query = db.selectFrom('events').selectAll().where('machine_id', '=', machineId).where('account_id', '=', accountId).where('type', 'in', types);
+    if (before !== undefined) query = query.where('id', '<', before);
+    return query.orderBy('id', 'desc').limit(limit).execute();
+  }
   const newestOf = (type: string) => {
     let query = db.selectFrom('events').selectAll().where('account_id', '=', accountId).where('type', '=', type);
     if (before !== undefined) query = query.where('id', '<', before);

@@ -24,6 +24,10 @@ export function newId(prefix: IdPrefix, now: number = Date.now()): string {
   return `${prefix}_${nextUlid(now).toLowerCase()}`;
 }
 
+/** The pattern every id of this prefix matches (`newId` writes them), for validating ids given as filters. */
+export function idPattern(prefix: IdPrefix): string {
+  return `^${prefix}_[0-9a-z]{26}$`;
+}
 
 /**
  * A new id that sorts after `after` (an id of the same prefix, or none), even

@@ -130,7 +130,7 @@ describe('dashboard in Chromium: billing', () => {
     assert.deepEqual(problems, []);
   });
 
-  test('money to the cent with the exact amount on hover (it showed $9.999871 and −$0.00001); transactions name their machine (they showed its id)', async () => {
+  test('money to the cent with the exact amount on hover (it showed $9.999871 and −$0.00001); statement lines name their machine (they showed its id)', async () => {
     const [large] = (await call('GET', '/api/machines')).json().data;
     assert.equal((await call('POST', `/api/machines/${large.id}/stop`)).statusCode, 200);
     await jobsSettled(live);
@@ -151,14 +151,49 @@ describe('dashboard in Chromium: billing', () => {
     const shown = page.locator('[data-balance] .money');
     assert.equal(await shown.textContent(), `$${Number(balance).toFixed(2)}`);
     assert.equal(await shown.getAttribute('title'), `$${balance.replace(/0+$/, '')} exactly`);
-    const charge = page.locator('#transactions tr[data-kind="usage"]', { has: page.getByText('tiny-agent', { exact: true }) });
-    assert.equal(await charge.count(), 1, 'the charge names its machine');
-    const amount = charge.locator('td[data-label="Amount"] .money');
+    const line = page.locator('#statement tr[data-kind="usage"]', { has: page.getByText('tiny-agent', { exact: true }) });
+    assert.equal(await line.count(), 1, 'the line names its machine');
+    const amount = line.locator('td[data-label="Amount"] .money');
     assert.equal(await amount.textContent(), '−<$0.01');
     assert.equal(await amount.getAttribute('title'), '−$0.000834 exactly');
-    assert.equal(await charge.locator('[data-machine-id]').getAttribute('title'), tiny.id, 'the id on hover');
-    const names = await page.locator('#transactions tr[data-kind="usage"] [data-machine-id]').allTextContents();
-    assert.ok(names.length > 1 && names.every((name) => name === 'metered-agent' || name === 'tiny-agent'), names.join(', '));
+    const name = line.getByRole('link', { name: 'tiny-agent' });
+    assert.equal(await name.getAttribute('title'), tiny.id, 'the id on hover');
+    assert.equal(await name.getAttribute('href'), `/machines/${tiny.id}`, "a link to the machine's page");
+    assert.deepEqual(problems, []);
+  });
+
+  test("the statement: one line per machine per day, not a row per machine per minute (33 rows for two machines in 18 minutes); each line's exact amount on hover", async () => {
+    const ledger = async () => (await call('GET', '/api/billing/transactions?limit=100')).json().data as Array<{ kind: string; machineId: string | null; amount: string }>;
+    const machines: Array<{ id: string }> = [];
+    for (const name of ['stmt-one', 'stmt-two']) machines.push((await call('POST', '/api/machines', { name, size: 'small' })).json() as { id: string });
+    live.clock.advance(BOOT_MS);
+    await jobsSettled(live);
+    for (let i = 0; i < 18; i++) {
+      live.clock.advance(60_000);
+      await jobsSettled(live);
+    }
+    for (const machine of machines) assert.equal((await call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    await jobsSettled(live);
+    const entries = await ledger();
+    const charges = entries.filter((entry) => entry.kind === 'usage' && machines.some((machine) => machine.id === entry.machineId));
+    assert.ok(charges.length >= 36, `the ledger keeps its charge per machine per minute (${charges.length})`);
+
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${live.baseUrl}/billing`);
+    await settled(page);
+    for (const machine of machines) {
+      const lines = page.locator(`#statement tr[data-kind="usage"]:has([data-machine-id="${machine.id}"])`);
+      assert.equal(await lines.count(), 1, 'one line for the machine and the day');
+      await lines.getByText('18 min 0 s').waitFor();
+      // The exact sum of its charges on hover, to the micro-dollar.
+      const micros = -charges.filter((entry) => entry.machineId === machine.id).reduce((sum, entry) => sum + Math.round(Number(entry.amount) * 1e6), 0);
+      const exact = `−$0.${String(micros).padStart(6, '0').replace(/0+$/, '').padEnd(2, '0')} exactly`;
+      const amount = lines.locator('td[data-label="Amount"] .money');
+      assert.equal(await amount.getAttribute('title'), exact);
+      assert.equal(await amount.textContent(), `−$0.${String(Math.round(micros / 10_000)).padStart(2, '0')}`, 'to the cent, half up');
+    }
+    const rows = await page.locator('#statement tbody tr').count();
+    assert.ok(rows < 12, `a handful of lines for everything this account did (${rows}; the ledger has ${entries.length} entries)`);
     assert.deepEqual(problems, []);
   });
 

@@ -107,3 +107,32 @@ test('0010: what was stored is kept; a delivery keeps its attempt log and is of 
     assert.equal(await count('delivery_attempts'), 0, 'the attempt log went with its delivery');
   });
 });
+
+test('0015 and 0016: stored events take their machine from their envelope; the statement lines are summed from the ledger already kept', async () => {
+  await fromMigration('0013_second_factor', async (db) => {
+    const now = Date.UTC(2026, 10, 22, 23, 59, 0);
+    await sql`insert into accounts (id, email, name, password_hash, email_verified_at, created_at, updated_at) values ('acct_1', 'a@example.com', 'a', 'x', null, ${now}, ${now})`.execute(db);
+    const envelope = (id: string, data: object) => JSON.stringify({ id, type: 'machine.created', createdAt: new Date(now).toISOString(), data });
+    await sql`insert into events (id, account_id, type, payload, created_at) values
+      ('evt_1', 'acct_1', 'machine.created', ${envelope('evt_1', { machine: { id: 'mch_1', name: 'one' }, detail: {} })}, ${now}),
+      ('evt_2', 'acct_1', 'run.failed', ${envelope('evt_2', { run: { id: 'run_1' }, machine: { id: 'mch_2' } })}, ${now}),
+      ('evt_3', 'acct_1', 'webhook.test', ${envelope('evt_3', { endpointId: 'ep_1' })}, ${now})`.execute(db);
+    // Two charges of mch_1 ending on the 22nd, one ending past midnight (the 23rd), one of mch_2; and a top-up.
+    await sql`insert into billing_ledger (id, account_id, kind, amount_micros, balance_after_micros, machine_id, period_start, period_end, created_at) values
+      ('txn_1', 'acct_1', 'top_up', 5000000, 5000000, null, null, null, ${now}),
+      ('txn_2', 'acct_1', 'usage', -217, 4999783, 'mch_1', ${now - 60_000}, ${now}, ${now}),
+      ('txn_3', 'acct_1', 'usage', -216, 4999567, 'mch_1', ${now}, ${now + 30_000}, ${now}),
+      ('txn_4', 'acct_1', 'usage', -217, 4999350, 'mch_1', ${now + 30_000}, ${now + 90_000}, ${now}),
+      ('txn_5', 'acct_1', 'usage', -5, 4999345, 'mch_2', ${now}, ${now + 1000}, ${now})`.execute(db);
+    await migrateToLatest(db);
+
+    const events = await db.selectFrom('events').select(['id', 'machine_id']).orderBy('id').execute();
+    assert.deepEqual(events.map((row) => ({ ...row })), [{ id: 'evt_1', machine_id: 'mch_1' }, { id: 'evt_2', machine_id: 'mch_2' }, { id: 'evt_3', machine_id: null }]);
+    const days = await db.selectFrom('billing_usage_days').selectAll().orderBy('day').orderBy('machine_id').execute();
+    assert.deepEqual(days.map((row) => ({ ...row, amount_micros: Number(row.amount_micros), ms: Number(row.ms) })), [
+      { account_id: 'acct_1', day: '2026-11-22', machine_id: 'mch_1', amount_micros: -433, ms: 90_000 },
+      { account_id: 'acct_1', day: '2026-11-22', machine_id: 'mch_2', amount_micros: -5, ms: 1000 },
+      { account_id: 'acct_1', day: '2026-11-23', machine_id: 'mch_1', amount_micros: -217, ms: 60_000 },
+    ]);
+  });
+});

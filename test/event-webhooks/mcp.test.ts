@@ -115,6 +115,25 @@ describe('event webhook tools on the platform MCP server, with the official SDK 
     assert.equal((foreign.structuredContent as { error: { code: string } }).error.code, 'not_found');
   });
 
+  test("events_list {machineId}: one machine's events, the same JSON as GET /api/events?machineId (issue 38: only a type filter)", async () => {
+    const owner = await registerUser(ctx);
+    const ownerKey = await createApiKey(ctx, owner);
+    const client = await connect(ownerKey);
+    const call = (url: string) => ctx.app.inject({ method: 'GET', url, headers: asBearer(ownerKey) });
+    const mine = 'mch_01jd00000000000000000000aa';
+    const theirs = 'mch_01jd00000000000000000000bb';
+    await emit(ctx, owner.id, 'machine.created', { machine: { id: mine, name: 'mine' }, detail: {} });
+    await emit(ctx, owner.id, 'machine.created', { machine: { id: theirs, name: 'theirs' }, detail: {} });
+    await emit(ctx, owner.id, 'run.failed', { run: { id: 'run_01jd00000000000000000000cc' }, machine: { id: mine, name: 'mine' } });
+
+    const listed = jsonOf(await client.callTool({ name: 'events_list', arguments: { machineId: mine } })) as { data: Array<{ type: string; data: { machine: { id: string } } }> };
+    assert.deepEqual(listed.data.map((event) => [event.type, event.data.machine.id]), [['run.failed', mine], ['machine.created', mine]]);
+    assert.deepEqual(listed, (await call(`/api/events?machineId=${mine}`)).json());
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'events_list', arguments: { machineId: mine, type: 'run.failed' } })), (await call(`/api/events?machineId=${mine}&type=run.failed`)).json());
+    const bad = (await client.callTool({ name: 'events_list', arguments: { machineId: 'nope' } })) as CallToolResult;
+    assert.equal(bad.isError, true, 'a malformed machineId is refused');
+  });
+
   test('the 11th endpoint through MCP is a limit_reached tool error', async () => {
     const owner = await registerUser(ctx);
     const client = await connect(await createApiKey(ctx, owner));

@@ -1,9 +1,10 @@
 // Billing: the balance, the welcome-credit checklist, the card (test mode),
-// top-ups, the transactions and the usage by machine.
-import { api, listAll, messageOf } from '../api.js';
+// top-ups, the statement (a line per machine per day, and each credit) and
+// the usage by machine.
+import { api, messageOf, pagedList } from '../api.js';
 import { isEmpty, loadBilling } from '../billing-status.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
-import { formatDate, timeElement } from '../format.js';
+import { formatDate } from '../format.js';
 import { field, simpleForm } from '../forms.js';
 import { card, pageHeader } from '../layout.js';
 import { money, pricePerHour, usd } from '../money.js';
@@ -13,6 +14,19 @@ import { toast } from '../toast.js';
 /** @typedef {import('../billing-status.js').Billing} Billing */
 /** @typedef {import('../billing-status.js').BillingSettings} BillingSettings */
 /** @typedef {{ id: string, kind: string, amount: string, balanceAfter: string, machineId: string | null, createdAt: string }} Transaction */
+/**
+ * @typedef {object} StatementLine
+ * @property {string} id
+ * @property {string} day  YYYY-MM-DD, UTC
+ * @property {string} kind
+ * @property {string} amount
+ * @property {{ id: string, name: string | null, size: string | null } | null} machine
+ * @property {number | null} seconds
+ * @property {Transaction | null} transaction
+ */
+
+const STATEMENT_PAGE = 50;
+const utcDay = new Intl.DateTimeFormat('en-US', { dateStyle: 'medium', timeZone: 'UTC' });
 
 const KIND_LABELS = { welcome_credit: 'Welcome credit', top_up: 'Top-up', usage: 'Machine time' };
 
@@ -31,10 +45,29 @@ function duration(seconds) {
 export function billingPage({ account }) {
   const summary = h('div', null, loading('Loading billing…'));
   const cardSlot = h('div', null, loading('Loading the card…'));
-  const transactions = h('div', null, loading('Loading transactions…'));
+  const statementBody = h('div', null, loading('Loading the statement…'));
+  const statementFooter = h('div');
   const usage = h('div', null, loading('Loading usage…'));
-  /** Machine names by id: usage names the machines of the last 30 days, older ones are asked for once. @type {Map<string, string>} */
-  const names = new Map();
+  /** @type {ReturnType<typeof pagedList<StatementLine>>} */
+  const statement = pagedList((cursor) => api('GET', `/api/billing/statement?${new URLSearchParams({ limit: String(STATEMENT_PAGE), ...(cursor ? { cursor } : {}) })}`));
+
+  function drawStatement() {
+    replace(statementBody, statement.shown.length === 0
+      ? h('div', { class: 'empty' }, h('h3', null, 'Nothing yet'), h('p', null, 'The welcome credit, top-ups and machine time appear here.'))
+      : table('Statement', ['Line', 'Day', 'Amount'], statement.shown.map(statementRow)));
+    replace(statementFooter, statement.nextCursor
+      ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadOlderLines }, 'Load older lines'))
+      : null);
+  }
+
+  async function loadOlderLines() {
+    try {
+      await statement.more();
+      drawStatement();
+    } catch (error) {
+      toast(messageOf(error), 'error');
+    }
+  }
 
   async function refresh() {
     try {
@@ -48,7 +81,6 @@ export function billingPage({ account }) {
     try {
       /** @type {{ total: string, machines: Array<{ machineId: string, name: string | null, size: string | null, seconds: number, amount: string }> }} */
       const answer = await api('GET', '/api/billing/usage');
-      for (const machine of answer.machines) if (machine.name) names.set(machine.machineId, machine.name);
       replace(usage, answer.machines.length === 0
         ? h('div', { class: 'empty' }, h('h3', null, 'No machine time in the last 30 days'), h('p', null, 'Running machines are charged per millisecond.'))
         : [
@@ -65,14 +97,10 @@ export function billingPage({ account }) {
       replace(usage, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
     }
     try {
-      /** @type {Transaction[]} */
-      const items = await listAll('/api/billing/transactions', 2);
-      await nameMachines(items, names);
-      replace(transactions, items.length === 0
-        ? h('div', { class: 'empty' }, h('h3', null, 'No transactions yet'), h('p', null, 'The welcome credit, top-ups and machine time appear here.'))
-        : table('Transactions', ['Transaction', 'Amount', 'Balance after', 'Date'], items.map((txn) => transactionRow(txn, names))));
+      await statement.read();
+      drawStatement();
     } catch (error) {
-      replace(transactions, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
+      replace(statementBody, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
     }
   }
 
@@ -83,25 +111,13 @@ export function billingPage({ account }) {
       card({ title: 'Balance', id: 'balance' }, summary),
       card({ title: 'Card and top-up', id: 'card' }, cardSlot),
       card({ title: 'Usage by machine', id: 'usage', flush: true, description: 'The last 30 days.' }, usage),
-      card({ title: 'Transactions', id: 'transactions', flush: true }, transactions)),
+      card({
+        title: 'Statement',
+        id: 'statement',
+        flush: true,
+        description: 'Machine time adds up to one line per machine per day (UTC); each credit and top-up is a line. Hover an amount for the exact figure.',
+      }, statementBody, statementFooter)),
   ];
-}
-
-/**
- * Reads the names of the machines the transactions are about that `names`
- * does not know yet (one request per machine; a machine's record outlives it).
- * @param {Transaction[]} items
- * @param {Map<string, string>} names
- */
-async function nameMachines(items, names) {
-  const unknown = [...new Set(items.map((txn) => txn.machineId).filter((id) => id !== null && !names.has(id)))];
-  await Promise.all(unknown.slice(0, 50).map(async (id) => {
-    try {
-      names.set(/** @type {string} */ (id), (await api('GET', `/api/machines/${encodeURIComponent(/** @type {string} */ (id))}`)).name);
-    } catch {
-      // Unknown to the API (deleted by retention): the row shows the id.
-    }
-  }));
 }
 
 /**
@@ -223,19 +239,27 @@ function brandName(brand) {
 }
 
 /**
- * @param {Transaction} txn
- * @param {Map<string, string>} names  machine names by id
+ * A statement line: a machine's time on a day (its name linking to its page,
+ * its running time) or a credit (its balance after); the amount to the cent,
+ * the exact one on hover.
+ * @param {StatementLine} line
  */
-function transactionRow(txn, names) {
-  const label = KIND_LABELS[/** @type {keyof typeof KIND_LABELS} */ (txn.kind)] ?? txn.kind;
-  const machine = txn.machineId === null ? null : names.get(txn.machineId) ?? null;
-  return h('tr', { dataset: { transactionId: txn.id, kind: txn.kind } },
-    h('td', { class: 'table__main' },
-      h('div', { class: 'table__primary' }, label),
-      txn.machineId
-        ? h('div', { class: machine ? 'table__secondary' : 'table__secondary mono', title: machine ? txn.machineId : undefined, 'data-machine-id': txn.machineId }, machine ?? txn.machineId)
-        : null),
-    cell('Amount', money(txn.amount)),
-    cell('Balance after', money(txn.balanceAfter)),
-    cell('Date', timeElement(txn.createdAt)));
+function statementRow(line) {
+  const label = KIND_LABELS[/** @type {keyof typeof KIND_LABELS} */ (line.kind)] ?? line.kind;
+  const machine = line.machine;
+  const main = machine
+    ? [
+        h('div', { class: 'table__primary' },
+          h('a', { href: `/machines/${encodeURIComponent(machine.id)}`, title: machine.id, 'data-machine-id': machine.id, class: machine.name ? undefined : 'mono' }, machine.name ?? machine.id),
+          ' ', machine.size ? h('span', { class: 'badge badge--neutral badge--plain' }, machine.size) : null),
+        h('div', { class: 'table__secondary' }, `${label} · ${duration(line.seconds ?? 0)}`),
+      ]
+    : [
+        h('div', { class: 'table__primary' }, label),
+        line.transaction ? h('div', { class: 'table__secondary' }, 'Balance after ', money(line.transaction.balanceAfter)) : null,
+      ];
+  return h('tr', { dataset: { lineId: line.id, kind: line.kind } },
+    h('td', { class: 'table__main' }, main),
+    cell('Day', h('time', { datetime: line.day }, utcDay.format(new Date(`${line.day}T00:00:00Z`)))),
+    cell('Amount', money(line.amount)));
 }

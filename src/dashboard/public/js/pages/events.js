@@ -1,6 +1,8 @@
 // Events: the account's recent events (kept for the retention period), each
-// with the envelope as delivered and its deliveries to the endpoints.
-import { api, itemsOf, messageOf, pagedList } from '../api.js';
+// naming the machine or run it is about, with the envelope as delivered and
+// its deliveries to the endpoints; filtered by type and by machine, both kept
+// in the address (`/events?machine=mch_…`, what a machine's page links to).
+import { api, itemsOf, listAll, messageOf, pagedList } from '../api.js';
 import { openDialog } from '../dialog.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { timeElement } from '../format.js';
@@ -17,24 +19,50 @@ import { loadEventTypes } from './webhook-form.js';
  */
 
 const PAGE = 50;
+/** The machines offered by the machine filter: the newest 200 (an older one comes from a link, and is added). */
+const MACHINE_PAGES = 2;
 
-export function eventsPage() {
+/** @param {import('../routes.js').PageContext} context */
+export function eventsPage({ query }) {
   const body = h('div', null, loading('Loading events…'));
   const footer = h('div');
   const typeFilter = /** @type {HTMLSelectElement} */ (h('select', { class: 'select', 'aria-label': 'Filter by event type' }, h('option', { value: '' }, 'All event types')));
+  const machineFilter = /** @type {HTMLSelectElement} */ (h('select', { class: 'select', 'aria-label': 'Filter by machine' }, h('option', { value: '' }, 'All machines')));
+  const askedType = query.get('type') ?? '';
+  const askedMachine = query.get('machine') ?? '';
+  // The asked-for choices exist at once (their names follow), so the first read is already filtered.
+  if (askedType) typeFilter.append(h('option', { value: askedType }, askedType));
+  if (askedMachine) machineFilter.append(h('option', { value: askedMachine }, askedMachine));
+  typeFilter.value = askedType;
+  machineFilter.value = askedMachine;
   loadEventTypes().then((types) => {
-    for (const { type } of types) typeFilter.append(h('option', { value: type }, type));
+    for (const { type } of types) if (type !== askedType) typeFilter.append(h('option', { value: type }, type));
   }).catch(() => {});
-  typeFilter.addEventListener('change', () => {
-    // Another type asks another question: the pages read for the last one go.
-    events.forget();
-    refresh();
-  });
+  listAll('/api/machines', MACHINE_PAGES).then((/** @type {Array<{ id: string, name: string }>} */ machines) => {
+    for (const machine of machines) {
+      const option = [...machineFilter.options].find((existing) => existing.value === machine.id);
+      if (option) option.textContent = machine.name;
+      else machineFilter.append(h('option', { value: machine.id }, machine.name));
+    }
+  }).catch(() => {});
+  for (const filter of [typeFilter, machineFilter]) {
+    filter.addEventListener('change', () => {
+      // The address says what is shown: a reload or a shared link asks the same question.
+      const address = new URLSearchParams();
+      if (typeFilter.value) address.set('type', typeFilter.value);
+      if (machineFilter.value) address.set('machine', machineFilter.value);
+      history.replaceState(null, '', `${location.pathname}${address.size > 0 ? `?${address}` : ''}`);
+      // Another filter asks another question: the pages read for the last one go.
+      events.forget();
+      refresh();
+    });
+  }
 
   /** @type {ReturnType<typeof pagedList<EventEnvelope>>} */
   const events = pagedList((cursor) => {
     const query = new URLSearchParams({ limit: String(PAGE) });
     if (typeFilter.value) query.set('type', typeFilter.value);
+    if (machineFilter.value) query.set('machineId', machineFilter.value);
     if (cursor) query.set('cursor', cursor);
     return api('GET', `/api/events?${query}`);
   });
@@ -59,26 +87,47 @@ export function eventsPage() {
 
   function draw() {
     replace(body, events.shown.length === 0
-      ? h('div', { class: 'empty' }, h('h3', null, 'No events'), h('p', null, typeFilter.value ? 'No event of this type in the retention period.' : 'Events appear here as your machines and runs change.'))
-      : table('Recent events', ['Event', 'Created', ''], events.shown.map(row)));
+      ? h('div', { class: 'empty' }, h('h3', null, 'No events'), h('p', null, typeFilter.value || machineFilter.value ? 'No matching event in the retention period.' : 'Events appear here as your machines and runs change.'))
+      : table('Recent events', ['Event', 'About', 'Created', ''], events.shown.map((event) => eventRow(event))));
     replace(footer, events.nextCursor ? h('div', { class: 'card__footer' }, h('button', { type: 'button', class: 'btn btn--small', onclick: loadMore }, 'Load older events')) : null);
   }
 
   refresh();
   return [
     pageHeader({ title: 'Events', description: 'Every event of your account, as delivered to your endpoints, kept for the retention period (30 days by default).' }),
-    card({ title: 'Recent events', id: 'events', flush: true, actions: [typeFilter] }, body, footer),
+    card({ title: 'Recent events', id: 'events', flush: true, actions: [h('div', { class: 'actions', role: 'group', 'aria-label': 'Filter events' }, machineFilter, typeFilter)] }, body, footer),
   ];
 }
 
-/** @param {EventEnvelope} event */
-function row(event) {
+/**
+ * One event: its type and id, the machine (or the run and its machine) it is
+ * about, linking to the machine's page, and its deliveries.
+ * @param {EventEnvelope} event
+ * @param {{ about?: boolean }} [options]  about: false leaves out the machine (on that machine's own page)
+ */
+export function eventRow(event, { about = true } = {}) {
   const open = h('button', { type: 'button', class: 'btn btn--small', 'aria-label': `Deliveries of event ${event.id}` }, 'Deliveries');
   open.addEventListener('click', () => showEvent(event));
   return h('tr', { dataset: { eventId: event.id } },
     h('td', { class: 'table__main' }, h('div', { class: 'table__primary mono' }, event.type), h('div', { class: 'table__secondary mono' }, event.id)),
+    about ? cell('About', subjectLink(event)) : null,
     cell('Created', timeElement(event.createdAt)),
     h('td', { class: 'table__actions' }, h('div', { class: 'actions' }, open)));
+}
+
+/**
+ * The machine an event is about, by name (its id when the event has none), a
+ * link to its page; for a run, "run on" it, the run's id on hover.
+ * @param {EventEnvelope} event
+ */
+function subjectLink(event) {
+  const machine = /** @type {{ id?: unknown, name?: unknown } | undefined} */ (event.data?.machine);
+  if (!machine || typeof machine.id !== 'string') return h('span', { class: 'muted' }, '—');
+  const name = typeof machine.name === 'string' ? machine.name : machine.id;
+  const link = h('a', { href: `/machines/${encodeURIComponent(machine.id)}`, title: machine.id, 'data-machine-id': machine.id, class: typeof machine.name === 'string' ? undefined : 'mono' }, name);
+  const run = /** @type {{ id?: unknown } | undefined} */ (event.data?.run);
+  if (run && typeof run.id === 'string') return h('span', { 'data-run-id': run.id }, h('span', { title: run.id }, 'run on '), link);
+  return link;
 }
 
 /** @param {EventEnvelope} event */

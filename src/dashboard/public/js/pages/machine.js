@@ -1,11 +1,13 @@
 // One machine: its status (start and stop), its screen (CONTRACT 16), its
-// runs, and while it runs its files and background processes (CONTRACT 15).
+// runs, and while it runs its files and background processes (CONTRACT 15),
+// and its events.
 import { api, ApiError, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';
 import { pageHeader } from '../layout.js';
 import { poll } from '../poll.js';
 import { toast } from '../toast.js';
+import { machineEventsSection } from './machine-events.js';
 import { filesSection } from './machine-files.js';
 import { processesSection } from './machine-processes.js';
 import { runsSection } from './machine-runs.js';
@@ -54,9 +56,10 @@ export function machinePage({ params, onCleanup }) {
       const files = filesSection(machine.id);
       const processes = processesSection(machine.id, onCleanup);
       const screen = screenSection(machine, onCleanup);
-      // The screen, files and processes are read again whenever the machine's status changes.
-      watchers = [screen, files, processes];
-      replace(sections, screen.element, runs.element, files.element, processes.element);
+      const events = machineEventsSection(machine.id);
+      // The screen, files, processes and events are read again whenever the machine's status changes.
+      watchers = [screen, files, processes, events];
+      replace(sections, screen.element, runs.element, files.element, processes.element, events.element);
       started = true;
     }
     for (const watcher of watchers) watcher.setStatus(machine.status);
