@@ -40,6 +40,7 @@ import { billingPlugin } from './billing/billing.plugin.ts';
 import { LIVE_VIEW_PATH } from './machines/live-view.service.ts';
 import { INBOUND_WEBHOOK_PATH } from './machines/inbound-webhooks.service.ts';
 import { mcpPlugin } from './mcp/mcp.plugin.ts';
+import type { ToolWaitOptions } from './mcp/tools.ts';
 import { oauthPlugin } from './oauth/oauth.plugin.ts';
 import { dashboardApiRoutes } from './dashboard/dashboard-api.routes.ts';
 import { dashboardRoutes } from './dashboard/dashboard.routes.ts';
@@ -68,6 +69,8 @@ export interface BuildOptions {
   deliveryOptions?: Partial<DeliveryOptions>;
   /** Name resolution for webhook targets (tests stand in for DNS, as a hosts file would). */
   resolveAll?: ResolveAll;
+  /** How long MCP tools wait before answering, and how often they report progress (tests shorten both). */
+  toolWait?: Partial<ToolWaitOptions>;
 }
 
 const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -180,7 +183,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(apiKeysPlugin);
   await app.register(securityLogPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
-  await app.register(machinesPlugin);
+  await app.register(machinesPlugin, options.toolWait ? { toolWait: options.toolWait } : {});
   await app.register(billingPlugin);
   await app.register(oauthPlugin, options.resolveAll ? { resolveAll: options.resolveAll } : {});
   if (config.role !== 'worker') {

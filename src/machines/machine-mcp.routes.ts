@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
 import { IdParamsSchema } from '../http/schemas.ts';
 import { methodNotAllowed, serveMcp } from '../mcp/mcp.http.ts';
+import type { ToolWaitOptions } from '../mcp/tools.ts';
 import { registerMachineTools } from './machine-tools.ts';
 import { runForMachineCaller } from './runs.service.ts';
 import { wrongStatus } from './machines.errors.ts';
@@ -12,7 +13,7 @@ import { getMachineRow } from './machines.service.ts';
 const tags = ['mcp'];
 
 /** `POST /api/machines/{id}/mcp`: the machine's own MCP server, with its provider's tools (machine token or the owner's API key). */
-export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
+export const machineMcpRoutes: FastifyPluginAsyncTypebox<{ toolWait: Readonly<ToolWaitOptions> }> = async (app, { toolWait }) => {
   const { deps, machineProvider: provider } = app;
 
   app.post('/api/machines/:id/mcp', {
@@ -35,8 +36,9 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
         accountId,
         machineId,
         logger: app.deps.logger,
+        wait: toolWait,
         describe: async () => toMachineView(await getMachineRow(deps, accountId, machineId)),
-        runCommand: (run) => runForMachineCaller(deps, provider, caller, machineId, run),
+        runCommand: (run, wait) => runForMachineCaller(deps, provider, caller, machineId, run, wait),
       }, provider),
     );
   });

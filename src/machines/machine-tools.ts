@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import * as z from 'zod';
 import type { Deps } from '../deps.ts';
 import { invalidRequest } from '../http/errors.ts';
-import { defineContentTool, defineTool, imageResult } from '../mcp/tools.ts';
+import { defineContentTool, defineTool, imageResult, TOOL_ANSWER_DEADLINE_MS, withProgress, type ToolWaitOptions } from '../mcp/tools.ts';
 import { ComputerInput } from './computer-use.ts';
 import { actOnScreen, takeScreenshot } from './screens.service.ts';
 import {
@@ -21,7 +21,7 @@ import {
 } from './machine-access.service.ts';
 import type { MachineProvider } from './provider.ts';
 import { RUN_LIMITS } from './runs.schemas.ts';
-import type { ManualRun } from './runs.service.ts';
+import { awaitRun, getRun, type ManualRun, type RunWait, type WaitedRun } from './runs.service.ts';
 
 /** What the machine's MCP tools can do, whatever the provider. */
 export interface MachineToolContext {
@@ -29,19 +29,35 @@ export interface MachineToolContext {
   accountId: string;
   machineId: string;
   logger: FastifyBaseLogger;
+  /** How long the tools wait before they answer, and how often they report progress. */
+  wait: Readonly<ToolWaitOptions>;
   /** The machine as the HTTP API shows it, read afresh. */
   describe(): Promise<object>;
   /**
    * Runs a command as a manual run (events, stopAfter) and answers the run as
-   * the HTTP API shows it once it has finished (or after the provider's
-   * maxRunMs, as it then is).
+   * the HTTP API shows it once it has finished, or as it is when the wait ends (with its runId).
    * @throws AppError 403 forbidden for stopAfter when the caller holds only the machine token: spec 5 rule 2.
    */
-  runCommand(run: ManualRun): Promise<object>;
+  runCommand(run: ManualRun, wait: RunWait): Promise<WaitedRun>;
 }
 
 // The same limits as the HTTP schemas (runs.schemas.ts), in zod for the MCP SDK.
 const Path = z.string().min(1).max(RUN_LIMITS.path).regex(/^\/[^\0]*$/).describe('An absolute path in the machine');
+export const RunId = z.string().regex(/^run_[0-9a-z]{26}$/).describe('The run id (run_…) run_command answered');
+/** run_wait's and machine_run_wait's longest wait: no more than a tool may take to answer. */
+export const RunWaitMs = z
+  .number()
+  .int()
+  .min(0)
+  .max(TOOL_ANSWER_DEADLINE_MS)
+  .optional()
+  .describe(`How long to wait for the run to finish, at most ${TOOL_ANSWER_DEADLINE_MS} (the default)`);
+
+/** The same sentence in both servers' run_command: what a run that outlasts the tool's answer gives. */
+export const longRunNote = (getTool: string, waitTool: string) =>
+  `A run still going after ${TOOL_ANSWER_DEADLINE_MS / 1000} s is answered as it is then, {status: "running", runId, …}: it goes on; ` +
+  `read it with ${getTool} or wait for it with ${waitTool}. With a progressToken, progress notifications come every few seconds meanwhile.`;
+
 const ProcessId = z.string().regex(/^proc_[0-9a-z]{26}$/).describe('The process id (proc_…) process_start answered');
 
 export const CommandArgs = {
@@ -63,15 +79,33 @@ export function registerMachineTools(server: McpServer, context: MachineToolCont
     annotations: { readOnlyHint: true },
   }, () => context.describe());
 
-  defineTool(server, context.logger, 'run_command', {
+  const { deps, accountId, machineId, logger, wait } = context;
+  defineTool(server, logger, 'run_command', {
     description:
       'Runs a shell command on this machine (a manual run), waits for it and returns the finished run: exitCode, stdout, stderr, ' +
-      `output (both, in order), timedOut.${provider.commandsNote ? ` ${provider.commandsNote}` : ''}`,
+      `output (both, in order), timedOut. ${longRunNote('run_get', 'run_wait')}${provider.commandsNote ? ` ${provider.commandsNote}` : ''}`,
     input: z.strictObject({
       ...CommandArgs,
       stopAfter: z.boolean().optional().describe("Stop the machine when the run ends (the owner's API key only: a machine token cannot stop its machine)"),
     }),
-  }, (args) => context.runCommand({ ...args, stopAfter: args.stopAfter ?? false }));
+  }, (args, call) =>
+    withProgress(call, wait.progressIntervalMs, context.runCommand({ ...args, stopAfter: args.stopAfter ?? false }, { waitMs: wait.answerDeadlineMs, signal: call.signal })),
+  );
+
+  defineTool(server, logger, 'run_get', {
+    description: 'One run of this machine by id, as it is now (status pending, running, succeeded or failed).',
+    input: z.strictObject({ id: RunId }),
+    annotations: { readOnlyHint: true },
+  }, ({ id }) => getRun(deps, accountId, id, machineId));
+
+  defineTool(server, logger, 'run_wait', {
+    description: 'Waits for a run of this machine to finish, at most waitMs, and returns it: finished, or as it is then (with its runId).',
+    input: z.strictObject({ id: RunId, waitMs: RunWaitMs }),
+    annotations: { readOnlyHint: true },
+  }, ({ id, waitMs }, call) => {
+    const waitFor = Math.min(waitMs ?? wait.answerDeadlineMs, wait.answerDeadlineMs);
+    return withProgress(call, wait.progressIntervalMs, awaitRun(deps, accountId, machineId, id, { waitMs: waitFor, signal: call.signal }));
+  });
 
   if (provider.processes) registerProcessTools(server, context, provider);
   if (provider.files) registerFileTools(server, context, provider);

@@ -1,10 +1,10 @@
 import * as z from 'zod';
 import type { PlatformToolRegistrar } from '../mcp/mcp.plugin.ts';
-import { defineTool } from '../mcp/tools.ts';
+import { defineTool, withProgress, type ToolWaitOptions } from '../mcp/tools.ts';
 import { toPage } from '../http/pagination.ts';
-import { runAndWait } from './runs.service.ts';
+import { awaitRun, getRun, runAndWait } from './runs.service.ts';
 import { createLiveView } from './live-view.service.ts';
-import { CommandArgs } from './machine-tools.ts';
+import { CommandArgs, longRunNote, RunId, RunWaitMs } from './machine-tools.ts';
 import { toMachineView } from './machines.repository.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
 import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
@@ -21,7 +21,7 @@ const Labels = z
   .refine((labels) => Object.keys(labels).length <= MACHINE_LIMITS.labels, `at most ${MACHINE_LIMITS.labels} labels`);
 
 /** The platform MCP server's machine tools: the HTTP machine API, tool for route, same JSON. */
-export function machinePlatformTools(provider: MachineProvider): PlatformToolRegistrar {
+export function machinePlatformTools(provider: MachineProvider, wait: Readonly<ToolWaitOptions>): PlatformToolRegistrar {
   return (server, { deps, accountId }) => {
     const logger = deps.logger;
 
@@ -85,10 +85,26 @@ export function machinePlatformTools(provider: MachineProvider): PlatformToolReg
     }, ({ id }) => rotateMachineToken(deps, accountId, id));
 
     defineTool(server, logger, 'machine_run_command', {
-      description:
-        'Runs a command on a running machine (a manual run), waits for it (at most the provider’s longest run) and returns the run, finished or still running.',
+      description: `Runs a command on a running machine (a manual run), waits for it and returns the finished run. ${longRunNote('machine_run_get', 'machine_run_wait')}`,
       input: z.strictObject({ id: MachineId, ...CommandArgs, stopAfter: z.boolean().optional() }),
-    }, ({ id, stopAfter, ...run }) => runAndWait(deps, provider, accountId, id, { ...run, stopAfter: stopAfter ?? false }));
+    }, ({ id, stopAfter, ...run }, call) =>
+      withProgress(call, wait.progressIntervalMs, runAndWait(deps, provider, accountId, id, { ...run, stopAfter: stopAfter ?? false }, { waitMs: wait.answerDeadlineMs, signal: call.signal })),
+    );
+
+    defineTool(server, logger, 'machine_run_get', {
+      description: 'One run of any of the account’s machines by id, as GET /api/runs/{id} shows it.',
+      input: z.strictObject({ id: RunId }),
+      annotations: { readOnlyHint: true },
+    }, ({ id }) => getRun(deps, accountId, id));
+
+    defineTool(server, logger, 'machine_run_wait', {
+      description: 'Waits for a run to finish, at most waitMs, and returns it: finished, or as it is then (with its runId).',
+      input: z.strictObject({ id: RunId, waitMs: RunWaitMs }),
+      annotations: { readOnlyHint: true },
+    }, ({ id, waitMs }, call) => {
+      const waitFor = Math.min(waitMs ?? wait.answerDeadlineMs, wait.answerDeadlineMs);
+      return withProgress(call, wait.progressIntervalMs, awaitRun(deps, accountId, undefined, id, { waitMs: waitFor, signal: call.signal }));
+    });
 
     defineTool(server, logger, 'machine_live_view', {
       description: "Creates a 15-minute link to the machine's screen, as {url, expiresAt}.",

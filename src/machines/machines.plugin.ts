@@ -6,6 +6,7 @@ import type { MachinesConfig } from '../config.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import type { Clock } from '../shared/clock.ts';
+import { DEFAULT_TOOL_WAIT, type ToolWaitOptions } from '../mcp/tools.ts';
 import { machineCheckJob } from './job-types.ts';
 import { findMachineById } from './machines.repository.ts';
 import { deleteExpiredReceipts } from './inbound-webhooks.repository.ts';
@@ -56,9 +57,10 @@ async function checkNow(deps: Deps, machineId: string): Promise<void> {
  * takes them. All state is in the database, so any number of processes can
  * share it and a restart loses nothing.
  */
-export const machinesPlugin = fp(
-  async (app) => {
+export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions> }>(
+  async (app, options) => {
     const { deps } = app;
+    const toolWait = Object.freeze({ ...DEFAULT_TOOL_WAIT, ...options.toolWait });
     const provider = await createProvider(deps.config.machines, deps.clock, deps.logger);
     await provider.start?.();
     app.decorate('machineProvider', provider);
@@ -82,8 +84,8 @@ export const machinesPlugin = fp(
     await app.register(inboundWebhooksRoutes);
     await app.register(liveViewRoutes);
     await app.register(machineAccessRoutes);
-    await app.register(machineMcpRoutes);
-    app.platformMcpTools.push(machinePlatformTools(provider));
+    await app.register(machineMcpRoutes, { toolWait });
+    app.platformMcpTools.push(machinePlatformTools(provider, toolWait));
   },
   { name: 'machines', dependencies: ['core', 'auth', 'jobs', 'mcp', 'maintenance'] },
 );

@@ -157,12 +157,6 @@ export interface MachineProvider {
   readonly sizes: readonly string[];
   readonly defaultSize: string;
   /**
-   * The longest a command is expected to run: how long the synchronous MCP
-   * tools wait for a run's outcome. A run that takes longer is not failed for
-   * it; only a run whose executing process died is.
-   */
-  readonly maxRunMs: number;
-  /**
    * Readies the host once, before the service serves (an engine reachable, its
    * image there).
    * @throws ConfigError naming the variable to fix.

@@ -183,44 +183,76 @@ export async function startManualRun(
   return toRunView(run);
 }
 
-/**
- * A manual run for a synchronous caller (an agent's MCP tool): queued like any
- * other, then waited for, at most its timeout (and the provider's longest
- * run); the answer is the finished run, or the run as it is then (still `running`).
- * @throws AppError 404 unknown machine, 409 invalid_state when it is not running.
- */
-export async function runAndWait(deps: Deps, provider: MachineProvider, accountId: string, machineId: string, input: ManualRun): Promise<RunView> {
-  const queued = await startManualRun(deps, provider, accountId, machineId, input);
-  // A run cannot outlast its timeout by much: waiting longer would only hold the caller.
-  const run = await waitForRun(deps, queued.id, Math.min(provider.maxRunMs, (input.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS) + RUN_WAIT_MARGIN_MS));
-  return run === undefined ? queued : toRunView(run);
+/** How long a synchronous caller waits, and what ends its wait early (the caller went away). */
+export interface RunWait {
+  waitMs: number;
+  signal: AbortSignal;
 }
 
-/** Past a run's timeout, how long a synchronous caller still waits for its outcome to be recorded. */
-const RUN_WAIT_MARGIN_MS = 10_000;
+/** A run as a waiting caller gets it: finished, or as it is still (pending or running) with `runId` to wait on. */
+export type WaitedRun = RunView | (RunView & { runId: string });
+
+function waited(run: RunRow): WaitedRun {
+  const view = toRunView(run);
+  return run.status === 'succeeded' || run.status === 'failed' ? view : { ...view, runId: run.id };
+}
+
+/**
+ * A manual run for a synchronous caller (an agent's MCP tool): queued like any
+ * other, then waited for at most `wait.waitMs`; the answer is the finished run,
+ * or the run as it is then (still `running`) with its `runId`. The run goes on either way.
+ * @throws AppError 404 unknown machine, 409 invalid_state when it is not running.
+ */
+export async function runAndWait(deps: Deps, provider: MachineProvider, accountId: string, machineId: string, input: ManualRun, wait: RunWait): Promise<WaitedRun> {
+  const queued = await startManualRun(deps, provider, accountId, machineId, input);
+  const run = await waitForRun(deps, queued.id, wait);
+  return run === undefined ? { ...queued, runId: queued.id } : waited(run);
+}
+
+/**
+ * A run of the account (and, given `machineId`, of that machine only: a machine's own endpoint sees no other's).
+ * @throws AppError 404 for an unknown run, another account's or another machine's.
+ */
+async function findRunOf(deps: Deps, accountId: string, machineId: string | undefined, id: string): Promise<RunRow> {
+  const row = await findRun(deps.db, accountId, id);
+  if (row === undefined || (machineId !== undefined && row.machine_id !== machineId)) throw runNotFound();
+  return row;
+}
+
+/**
+ * Waits at most `wait.waitMs` for a run to finish: the finished run, or as it is then with its `runId`.
+ * @throws AppError 404 for an unknown run, another account's or (given `machineId`) another machine's.
+ */
+export async function awaitRun(deps: Deps, accountId: string, machineId: string | undefined, id: string, wait: RunWait): Promise<WaitedRun> {
+  const found = await findRunOf(deps, accountId, machineId, id);
+  return waited((await waitForRun(deps, found.id, wait)) ?? found);
+}
 
 /** How often a waiter reads the run anyway, should the signal of its end be missed (a lost listener connection). */
 const WAIT_POLL_MS = 1000;
 
-/** The run once it has finished (whichever process ran it), or as it is after `timeoutMs` of real time. */
-async function waitForRun(deps: Deps, runId: string, timeoutMs: number): Promise<RunRow | undefined> {
-  const deadline = performance.now() + timeoutMs;
+/** The run once it has finished (whichever process ran it), or as it is after `waitMs` of real time or when the waiter goes away. */
+async function waitForRun(deps: Deps, runId: string, { waitMs, signal }: RunWait): Promise<RunRow | undefined> {
+  const deadline = performance.now() + waitMs;
   let wake: () => void = () => {};
-  const unsubscribe = deps.signals.subscribe((signal) => {
-    if (signal === `run:${runId}`) wake();
+  const unsubscribe = deps.signals.subscribe((heard) => {
+    if (heard === `run:${runId}`) wake();
   });
+  const onAbort = () => wake();
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
     for (;;) {
       const woken = new Promise<void>((resolve) => (wake = resolve));
       const run = await findRunById(deps.db, runId);
       const left = deadline - performance.now();
-      if (run === undefined || run.status === 'succeeded' || run.status === 'failed' || left <= 0) return run;
+      if (run === undefined || run.status === 'succeeded' || run.status === 'failed' || left <= 0 || signal.aborted) return run;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([woken, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(WAIT_POLL_MS, left))))]);
       clearTimeout(timer);
     }
   } finally {
     unsubscribe();
+    signal.removeEventListener('abort', onAbort);
   }
 }
 
@@ -235,18 +267,17 @@ export async function runForMachineCaller(
   caller: { accountId: string; viaMachineToken: boolean },
   machineId: string,
   input: ManualRun,
-): Promise<RunView> {
+  wait: RunWait,
+): Promise<WaitedRun> {
   if (input.stopAfter && caller.viaMachineToken) {
     throw forbidden("A machine token cannot stop its machine: stopAfter needs the owner's API key.");
   }
-  return runAndWait(deps, provider, caller.accountId, machineId, input);
+  return runAndWait(deps, provider, caller.accountId, machineId, input, wait);
 }
 
-/** @throws AppError 404 for an unknown run or another account's. */
-export async function getRun(deps: Deps, accountId: string, id: string): Promise<RunView> {
-  const row = await findRun(deps.db, accountId, id);
-  if (row === undefined) throw runNotFound();
-  return toRunView(row);
+/** @throws AppError 404 for an unknown run, another account's or (given `machineId`) another machine's. */
+export async function getRun(deps: Deps, accountId: string, id: string, machineId?: string): Promise<RunView> {
+  return toRunView(await findRunOf(deps, accountId, machineId, id));
 }
 
 /**

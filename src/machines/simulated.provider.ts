@@ -77,8 +77,6 @@ export function createSimulatedProvider(options: { bootMs: number; clock: Clock;
     name: 'simulated',
     sizes,
     defaultSize: sizes.includes('small') ? 'small' : sizes[0]!,
-    // Commands run instantly here; a minute is what the synchronous tools wait for one.
-    maxRunMs: 60_000,
 
     async boot(_machine, now) {
       return { checkAt: now + bootMs };

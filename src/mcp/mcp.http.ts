@@ -15,10 +15,13 @@ const sdk = (): Promise<Sdk> => (loading ??= import('@modelcontextprotocol/serve
  * through its HTTP entry (`createMcpHandler`), the 2024-11-05 … 2025-11-25
  * revisions through a stateless transport, routed by the SDK's own
  * `isLegacyRequest`; one server factory, so both eras see the same tools.
- * JSON responses (the tools send nothing before their result, so no SSE stream). The SDK's handler is
+ * A JSON response, unless a tool sends messages before its result (progress
+ * notifications, to a client that asked for them with `_meta.progressToken`):
+ * then an SSE stream of them and the result. The SDK's handler is
  * web-standard (a fetch Request in, a Response out), so the reply stays
  * Fastify's own (hooks, metrics and the error handler keep working) instead
- * of being hijacked. Tool calls count against the caller's limit first.
+ * of being hijacked. A client that goes away ends the exchange, and with it
+ * whatever a tool waits for. Tool calls count against the caller's limit first.
  */
 export async function serveMcp(
   request: FastifyRequest,
@@ -36,40 +39,88 @@ export async function serveMcp(
     registerTools(server);
     return server;
   };
+  // The response closes before it has ended: the client went away (closed its connection, or gave up).
+  const gone = new AbortController();
+  const onClose = () => {
+    if (!reply.raw.writableFinished) gone.abort();
+  };
+  reply.raw.once('close', onClose);
   const url = new URL(request.url, `${request.protocol}://${request.host}`);
-  const webRequest = new Request(url, { method: 'POST', headers: webHeaders(request) });
-  const response = (await isLegacyRequest(webRequest, request.body))
-    ? await serveLegacy(new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true }), webRequest, request.body, createServer())
-    : // One JSON body unless a tool emits a message before its result (ours do not).
-      await serveModern(createMcpHandler(createServer, { legacy: 'reject' }), webRequest, request.body);
+  const webRequest = new Request(url, { method: 'POST', headers: webHeaders(request), signal: gone.signal });
+  const exchange = (await isLegacyRequest(webRequest, request.body))
+    ? legacyExchange(WebStandardStreamableHTTPServerTransport, createServer(), webRequest, request.body)
+    : modernExchange(createMcpHandler(createServer, { legacy: 'reject' }), webRequest, request.body);
+  gone.signal.addEventListener('abort', () => void exchange.close(), { once: true });
+  let response: Response | null;
+  try {
+    response = await Promise.race([exchange.response, whenAborted(gone.signal)]);
+  } catch (error) {
+    await exchange.close();
+    throw error;
+  }
+  // 499, as proxies log a request whose client closed it: nobody reads this answer.
+  if (response === null) return reply.code(499).send();
   reply.code(response.status);
   response.headers.forEach((value, name) => {
     reply.header(name, value);
   });
-  const body = await response.text();
+  if (response.body !== null && response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    // The stream carries the tool's notifications, then its result: the exchange lasts as long as the stream does.
+    reply.raw.once('close', () => void exchange.close());
+    return reply.send(response.body);
+  }
+  let body: string;
+  try {
+    body = await response.text();
+  } finally {
+    reply.raw.off('close', onClose);
+    await exchange.close();
+  }
   return reply.send(body === '' ? undefined : body);
 }
 
-/** 2026-07-28: the SDK's per-request entry, modern revisions only (the legacy ones are routed to serveLegacy first). */
-async function serveModern(handler: ReturnType<Sdk['createMcpHandler']>, webRequest: Request, body: unknown): Promise<Response> {
-  try {
-    return await handler.fetch(webRequest, { parsedBody: body });
-  } finally {
-    await handler.close();
-  }
+/** One request's exchange with a server: its response, and how to end it (at once, or once its stream has ended). */
+interface Exchange {
+  response: Promise<Response>;
+  /** Idempotent; aborts what the tools still wait for. */
+  close(): Promise<void>;
+}
+
+function once(close: () => Promise<void>): () => Promise<void> {
+  let closing: Promise<void> | undefined;
+  return () => (closing ??= close());
+}
+
+/** Resolves null when the signal aborts (never otherwise). */
+function whenAborted(signal: AbortSignal): Promise<null> {
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(null), { once: true }));
+}
+
+/** 2026-07-28: the SDK's per-request entry, modern revisions only (the legacy ones are routed to legacyExchange first). */
+function modernExchange(handler: ReturnType<Sdk['createMcpHandler']>, webRequest: Request, body: unknown): Exchange {
+  return { response: handler.fetch(webRequest, { parsedBody: body }), close: once(() => handler.close()) };
 }
 
 /**
  * 2024-11-05 … 2025-11-25: a stateless Streamable HTTP transport answering
- * JSON, as before (the SDK's own stateless fallback would answer with an SSE stream).
+ * JSON (the SDK's own stateless fallback would always answer with an SSE stream),
+ * or SSE for a request that asks for progress, the one way its notifications can reach the client.
  */
-async function serveLegacy(transport: InstanceType<Sdk['WebStandardStreamableHTTPServerTransport']>, webRequest: Request, body: unknown, server: McpServer): Promise<Response> {
-  await server.connect(transport);
-  try {
-    return await transport.handleRequest(webRequest, { parsedBody: body });
-  } finally {
-    await server.close();
-  }
+function legacyExchange(Transport: Sdk['WebStandardStreamableHTTPServerTransport'], server: McpServer, webRequest: Request, body: unknown): Exchange {
+  const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: !asksForProgress(body) });
+  return {
+    response: server.connect(transport).then(() => transport.handleRequest(webRequest, { parsedBody: body })),
+    close: once(() => server.close()),
+  };
+}
+
+/** Whether a JSON-RPC message (or one of a batch) is a request carrying `_meta.progressToken`. */
+function asksForProgress(body: unknown): boolean {
+  return (Array.isArray(body) ? body : [body]).some((message) => {
+    if (typeof message !== 'object' || message === null) return false;
+    const meta = (message as { params?: { _meta?: { progressToken?: unknown } } }).params?._meta;
+    return typeof meta === 'object' && meta !== null && meta.progressToken !== undefined;
+  });
 }
 
 /** Credentials stay behind (the caller is already authenticated), as do hop-by-hop headers. */

@@ -1,8 +1,59 @@
-import type { McpServer } from '@modelcontextprotocol/server';
+import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
 import type * as z from 'zod';
 import { AppError } from '../http/errors.ts';
+
+/**
+ * A tool that waits (for a run, say) answers within this: the official SDK client gives up on a request
+ * after 60 s by default (`-32001 Request timed out`), and its error says nothing of what went on.
+ */
+export const TOOL_ANSWER_DEADLINE_MS = 50_000;
+
+/** How often a waiting tool tells a client that asked for progress (`_meta.progressToken`) that it is still at work. */
+export const TOOL_PROGRESS_INTERVAL_MS = 5_000;
+
+/** How long tools wait and how often they report it; tests shorten both. */
+export interface ToolWaitOptions {
+  answerDeadlineMs: number;
+  progressIntervalMs: number;
+}
+
+export const DEFAULT_TOOL_WAIT: Readonly<ToolWaitOptions> = Object.freeze({
+  answerDeadlineMs: TOOL_ANSWER_DEADLINE_MS,
+  progressIntervalMs: TOOL_PROGRESS_INTERVAL_MS,
+});
+
+/** What a tool's handler knows of its call besides its arguments. */
+export interface ToolCall {
+  /** Aborted when the client goes away (its connection closed) or cancels: whatever the tool waits for, it stops waiting. */
+  signal: AbortSignal;
+  /** Sends `notifications/progress` for this call; absent when the client did not ask for progress. */
+  progress?: (progress: number, message: string) => Promise<void>;
+}
+
+/**
+ * Waits for `work`, telling the client every `intervalMs` that it is still waiting when it asked for
+ * progress; the timer ends with the work (or with the call).
+ */
+export async function withProgress<T>(call: ToolCall, intervalMs: number, work: Promise<T>): Promise<T> {
+  const { progress } = call;
+  if (progress === undefined) return work;
+  const started = performance.now();
+  const timer = setInterval(() => {
+    const seconds = Math.round((performance.now() - started) / 100) / 10;
+    // A notification that cannot be sent (the client went away) changes nothing: the wait ends with the call.
+    progress(seconds, `Still waiting after ${seconds} s`).catch(() => {});
+  }, intervalMs);
+  const stop = () => clearInterval(timer);
+  call.signal.addEventListener('abort', stop, { once: true });
+  try {
+    return await work;
+  } finally {
+    stop();
+    call.signal.removeEventListener('abort', stop);
+  }
+}
 
 export interface ToolDefinition<S extends z.ZodObject> {
   description: string;
@@ -42,9 +93,9 @@ export function defineTool<S extends z.ZodObject>(
   logger: FastifyBaseLogger,
   name: string,
   definition: ToolDefinition<S>,
-  handle: (args: z.output<S>) => Promise<object>,
+  handle: (args: z.output<S>, call: ToolCall) => Promise<object>,
 ): void {
-  defineContentTool(server, logger, name, definition, async (args) => toolResult(await handle(args)));
+  defineContentTool(server, logger, name, definition, async (args, call) => toolResult(await handle(args, call)));
 }
 
 /** Registers a tool whose handler answers its own result (an image, say), or throws an AppError. */
@@ -53,19 +104,26 @@ export function defineContentTool<S extends z.ZodObject>(
   logger: FastifyBaseLogger,
   name: string,
   definition: ToolDefinition<S>,
-  handle: (args: z.output<S>) => Promise<CallToolResult>,
+  handle: (args: z.output<S>, call: ToolCall) => Promise<CallToolResult>,
 ): void {
   const input: z.ZodObject = definition.input;
   server.registerTool(
     name,
     { description: definition.description, inputSchema: input, ...(definition.annotations ? { annotations: definition.annotations } : {}) },
-    async (args: unknown) => {
+    async (args: unknown, context: ServerContext) => {
       try {
         // The SDK has validated args against `input` before calling.
-        return await handle(args as z.output<S>);
+        return await handle(args as z.output<S>, toolCallOf(context));
       } catch (error) {
         return toolError(error, logger, name);
       }
     },
   );
+}
+
+function toolCallOf(context: ServerContext): ToolCall {
+  const { signal, notify } = context.mcpReq;
+  const progressToken = context.mcpReq._meta?.progressToken;
+  if (progressToken === undefined) return { signal };
+  return { signal, progress: (progress, message) => notify({ method: 'notifications/progress', params: { progressToken, progress, message } }) };
 }

@@ -13,6 +13,8 @@ const MACHINE_TOOLS = [
   'machine_live_view',
   'machine_rotate_token',
   'machine_run_command',
+  'machine_run_get',
+  'machine_run_wait',
   'machine_start',
   'machine_stop',
   'machines_list',
@@ -124,7 +126,7 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
     for (const token of [machine.mcpToken, owner.key]) {
       const client = await connect(`/api/machines/${machine.id}/mcp`, token);
       const tools = (await client.listTools()).tools;
-      assert.deepEqual(tools.map((tool) => tool.name).sort(), ['machine_info', 'run_command']);
+      assert.deepEqual(tools.map((tool) => tool.name).sort(), ['machine_info', 'run_command', 'run_get', 'run_wait']);
       assert.deepEqual(jsonOf(await client.callTool({ name: 'machine_info', arguments: {} })), (await owner.call('GET', `/api/machines/${machine.id}`)).json());
       const run = jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'exit 4' } }));
       assert.equal(run.status, 'failed');

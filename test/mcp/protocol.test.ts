@@ -54,7 +54,7 @@ describe('protocol revisions: a client pinned to 2026-07-28 and one pinned to 20
     test(`${revision}: the machine endpoint (machine token) lists and calls the provider's tools`, async () => {
       const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken, revision);
       const names = (await client.listTools()).tools.map((tool) => tool.name);
-      assert.deepEqual(names.sort(), ['machine_info', 'run_command']);
+      assert.deepEqual(names.sort(), ['machine_info', 'run_command', 'run_get', 'run_wait']);
       const info = await client.callTool({ name: 'machine_info', arguments: {} });
       assert.equal((info.structuredContent as { id?: string }).id, machine.id);
     });

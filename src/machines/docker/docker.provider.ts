@@ -62,8 +62,6 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     docker,
     sizes,
     defaultSize: sizes.includes('small') ? 'small' : sizes[0]!,
-    // The longest timeout a command may be given.
-    maxRunMs: 3_600_000,
 
     async start() {
       try {
