@@ -26,6 +26,9 @@ describe('live view of a real machine, in Chromium', { skip, timeout: 300_000 },
     const created = await owner.call('POST', '/api/machines', { name: 'watched', screen: { width: 800, height: 600 } });
     machineId = created.json().id;
     await eventually(async () => ((await owner.call('GET', `/api/machines/${machineId}`)).json().status === 'running' ? true : undefined), 60_000, 'running');
+    // The page shows a picture of the screen, which waits while a just-booted machine puts its desktop up (up to
+    // 10 s on a loaded host): past the browser's navigation timeout. One screenshot first: the desktop is up.
+    assert.equal((await owner.call('GET', `/api/machines/${machineId}/screenshot`)).statusCode, 200);
   });
   after(async () => {
     await browser?.close();
