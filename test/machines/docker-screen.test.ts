@@ -101,6 +101,15 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
     // The panel's Terminal button, as an agent would click it from the picture.
     await call('computer', { action: 'left_click', coordinate: [40, 800 - 16] });
     await eventually(async () => ((await run(machine.id, 'xdotool search --onlyvisible --class xterm | wc -l')).stdout === '2\n' ? true : undefined), 20_000, 'a second terminal');
+
+    // Asked the moment it runs again (a CI run once got no_display there): the desktop, not "no display".
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    await untilStatus(owner, machine.id, 'stopped');
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
+    await untilStatus(owner, machine.id, 'running');
+    const again = decodePng(imageOf(await call('screenshot')));
+    const shown = colours(again);
+    assert.ok(share('#101418', shown, 1280 * 800) > 0.2 && share('#2b4a6f', shown, 1280 * 800) > 0.2, `the desktop again: ${JSON.stringify(shown.slice(0, 3))}`);
   });
 
   test('computer: typing into a terminal and pressing Return runs a command; a click moves the pointer there; bad actions are tool errors', async () => {

@@ -7,9 +7,15 @@ import { execDuplex, execIn, type ExecDuplex } from './exec.ts';
 export const DESKTOP_STARTING_MARKER = '/tmp/.machine-platform-desktop-starting';
 /**
  * What a machine's image must have for a screen: the default image's display (:1), scrot and xdotool.
- * A machine still putting its desktop up is waited for, at most 10 s: the first screenshot shows the desktop.
+ * A machine still putting its desktop up is waited for, at most 10 s, so the first screenshot shows the
+ * desktop; an image with a display server whose display is not there yet, at most 3 s more (a machine
+ * asked the moment it started, before its init could say anything).
  */
 const HAS_SCREEN = `n=0; while [ -e ${DESKTOP_STARTING_MARKER} ] && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+if [ ! -e /tmp/.X11-unix/X1 ] && command -v Xvfb >/dev/null 2>&1; then
+  n=0; while [ ! -e /tmp/.X11-unix/X1 ] && [ "$n" -lt 30 ]; do sleep 0.1; n=$((n + 1)); done
+  n=0; while [ -e ${DESKTOP_STARTING_MARKER} ] && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+fi
 [ -e /tmp/.X11-unix/X1 ] && command -v scrot >/dev/null 2>&1 && command -v xdotool >/dev/null 2>&1 || exit 3`;
 /** A PNG of the whole display on stdout; exit 5 when scrot made none (it can fail and still leave an empty file). */
 export const SCREENSHOT = `f=/tmp/machine-platform-screen-$$.png; if scrot -o -z "$f" && [ -s "$f" ]; then cat "$f"; rm -f "$f"; else rm -f "$f"; exit 5; fi`;
