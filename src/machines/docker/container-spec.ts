@@ -77,6 +77,9 @@ export function containerSpec(machine: ProviderMachine, settings: ContainerSetti
       Memory: size.memoryBytes,
       // No swap: the memory limit is the machine's memory.
       MemorySwap: size.memoryBytes,
+      // /dev/shm may use the machine's memory, as on a VM (the engine's 64 MiB default breaks browsers); it is
+      // counted in that memory, so it takes nothing from other machines.
+      ShmSize: size.memoryBytes,
       PidsLimit: size.pids,
       Privileged: false,
       CapDrop: ['ALL'],
