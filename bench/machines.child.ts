@@ -1,6 +1,10 @@
 // The real service in its own process with MACHINE_PROVIDER=docker, for bench/machines.ts: a fresh SQLite
-// file (or the given Postgres schema), and, on request, a timeline of what it does while a run goes through it.
+// file (or the given Postgres schema), and, on request, a timeline of what it does while a run goes through it:
+// its requests in and out, the provider's runCommand, its requests to the machine's agent, the engine's calls and
+// SQLite's statements.
 import { mkdtemp } from 'node:fs/promises';
+import http2 from 'node:http2';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { StatementSync } from 'node:sqlite';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,6 +67,33 @@ modem.dial = (options, callback) => {
   });
 };
 
+// Every request to a machine's agent (HTTP/2 on the connection the provider keeps per machine): when it was sent,
+// when its answer's headers came, its first bytes (a run's result line: a run without follow sends nothing before
+// it) and its end. The stream's own push is wrapped, not listened to: a listener would take the bytes from the client.
+const connect = http2.connect;
+(http2 as { connect: typeof http2.connect }).connect = ((...args: Parameters<typeof http2.connect>) => {
+  const session = connect(...args);
+  const request = session.request.bind(session);
+  session.request = (headers, options) => {
+    const stream = request(headers, options);
+    if (marks === null) return stream;
+    const pseudo = headers as http2.OutgoingHttpHeaders;
+    const what = `agent ${pseudo[':method']} ${String(pseudo[':path']).replace(/\?.*/, '')}`;
+    mark(`${what} sent`);
+    stream.once('response', () => mark(`${what} headers`));
+    const push = stream.push.bind(stream);
+    let first = true;
+    stream.push = (chunk, encoding) => {
+      if (chunk === null) mark(`${what} ended`);
+      else if (first) mark(`${what} first bytes`);
+      first = chunk === null ? first : false;
+      return push(chunk, encoding);
+    };
+    return stream;
+  };
+  return session;
+}) as typeof http2.connect;
+
 // SQLite's statements, each with its time (the database work of a phase); PostgreSQL's are not traced.
 for (const method of ['run', 'get', 'all'] as const) {
   const original = StatementSync.prototype[method] as (this: StatementSync, ...args: unknown[]) => unknown;
@@ -80,8 +111,21 @@ for (const method of ['run', 'get', 'all'] as const) {
 await app.listen({ port, host: '127.0.0.1' });
 process.send!({ port });
 
-process.on('message', (message: { cmd: 'memory' | 'trace-on' | 'trace-off' }) => {
+// How late the event loop ran its timers since the last ask (10 ms resolution), and the collector's pauses: what
+// stalls every request at once.
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+loopDelay.enable();
+let gcPauses: number[] = [];
+new PerformanceObserver((entries) => gcPauses.push(...entries.getEntries().map((entry) => entry.duration))).observe({ entryTypes: ['gc'] });
+
+process.on('message', (message: { cmd: 'memory' | 'stalls' | 'trace-on' | 'trace-off' }) => {
   if (message.cmd === 'memory') return void process.send!(process.memoryUsage());
+  if (message.cmd === 'stalls') {
+    const answer = { loopDelayMaxMs: loopDelay.max / 1e6, loopDelayP99Ms: loopDelay.percentile(99) / 1e6, gcPausesOver20Ms: gcPauses.filter((ms) => ms > 20).length, gcPauseMaxMs: Math.max(0, ...gcPauses) };
+    loopDelay.reset();
+    gcPauses = [];
+    return void process.send!(answer);
+  }
   if (message.cmd === 'trace-on') {
     marks = [];
     return void process.send!({});

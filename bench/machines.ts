@@ -1,36 +1,48 @@
-// npm run bench:machines — machines as Docker containers, through the real service (MACHINE_PROVIDER=docker):
-// create → running, a command through the service against the engine's own exec of it, 30 machines at once,
-// and screens (bench/screens.ts). Skipped, saying why, where there is no Docker engine with the machine image.
-// Set DATABASE_URL=postgres://… for PostgreSQL, BENCH_ONLY=boot,commands,many,screens for some parts only.
+// npm run bench:machines — machines as Docker containers, through the real service (MACHINE_PROVIDER=docker),
+// everything in a machine through its agent (agent/API.md), each figure beside what a user does without us (an
+// engine-API exec, bench/engine-exec.ts): create → running; a command (`true`, and one with output) through the
+// service's MCP endpoint and POST /runs, and by the agent alone; 30 machines at once; file reads, a process's
+// output reaching a waiting reader and the agent's memory (bench/agent.ts); the service's memory through floods of
+// bytes (bench/service-memory.ts); screens (bench/screens.ts); previews (bench/previews.ts); and a terminal's keystroke
+// echo (bench/terminal.ts). Skipped, saying why, where there is no Docker engine with the machine image or no agent
+// binary (npm run agent). Set DATABASE_URL=postgres://… for PostgreSQL,
+// BENCH_ONLY=boot,commands,agent,many,memory,screens,previews,terminal for some parts only.
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
 import { loadConfig } from '../src/config.ts';
 import { containerName, containerSpec } from '../src/machines/docker/container-spec.ts';
 import { DEFAULT_SCREEN } from '../src/machines/screen-size.ts';
-import { execIn } from '../src/machines/docker/exec.ts';
+import { agentConnections } from '../src/machines/docker/agent-connection.ts';
+import { AGENT_BINARY } from '../src/machines/docker/agent-install.ts';
 import { EGRESS_NETWORK } from '../src/machines/docker/network.ts';
-import { RUN_SCRIPT } from '../src/machines/docker/run-script.ts';
 import { newId } from '../src/shared/ids.ts';
 import { dockerUnavailable, removeMachineContainers } from '../test/support/docker.ts';
+import { agentFigures } from './agent.ts';
+import { engineExec } from './engine-exec.ts';
 import type { Mark } from './machines.child.ts';
+import { ms, waysReport, type MachinesBench } from './machines-bench.ts';
+import { previewFigures } from './previews.ts';
 import { screenFigures } from './screens.ts';
-import { epochNow, percentile, postgresSchema, sleep, startChild, type Child } from './support.ts';
+import { terminalFigures } from './terminal.ts';
+import { memoryFigures } from './service-memory.ts';
+import { epochNow, interleavedTimes, percentile, postgresSchema, rssOf, sleep, startChild, type Child } from './support.ts';
 
 const SEQUENTIAL = Number(process.env.BENCH_MACHINES ?? 20);
 const AT_ONCE = 5;
 const MANY = Number(process.env.BENCH_MANY_MACHINES ?? 30);
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
 const TRACED = 7;
-const COMMANDS = { 'echo hello': 'echo hello', 'uname, ls /usr/bin counted': 'uname -a; ls /usr/bin | wc -l' };
+const COMMANDS = { true: 'true', 'uname, ls /usr/bin counted': 'uname -a; ls /usr/bin | wc -l' };
 const POLL_MS = 10;
 const RUN_POLL_MS = 5;
 const TARGET_BOOT_P50_MS = 1500;
-const TARGET_RATIO = 1.2;
-const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['boot', 'commands', 'many', 'screens'];
+/** MCP run_command's p50 over the engine exec's. */
+const TARGET_RATIO = 0.5;
+const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['boot', 'commands', 'agent', 'many', 'memory', 'screens', 'previews', 'terminal'];
 
-const skipped = await dockerUnavailable();
+const skipped = (await dockerUnavailable()) || (existsSync(AGENT_BINARY) ? false : `no machine agent at ${AGENT_BINARY}: build it with npm run agent`);
 if (skipped) {
   console.log(`bench:machines skipped: ${skipped}`);
   process.exit(0);
@@ -39,6 +51,7 @@ if (skipped) {
 const databaseUrl = process.env.DATABASE_URL?.startsWith('postgres') ? process.env.DATABASE_URL : undefined;
 const pgSchema = databaseUrl ? await postgresSchema(databaseUrl) : undefined;
 const docker = new Docker();
+const agents = agentConnections((machineId) => docker.getContainer(containerName(machineId)));
 const machines = loadConfig({ ...process.env, MACHINE_PROVIDER: 'docker' }).machines;
 /** Every machine the service was asked for and every container the bench made itself: all removed at the end. */
 const created: string[] = [];
@@ -124,26 +137,31 @@ async function engineBootMs(): Promise<number> {
   const started = performance.now();
   const container = await docker.createContainer(containerSpec({ id, name: 'bench-engine', size: 'small', labels: {}, status: 'starting', statusChangedAt: Date.now(), screen: DEFAULT_SCREEN }, settings));
   await container.start();
-  const ms = performance.now() - started;
+  const took = performance.now() - started;
   await container.remove({ force: true, v: true });
-  return ms;
+  return took;
 }
 
 // ── one command, five ways ──────────────────────────────────────────────────────────────────────────
 
-type Way = 'mcp run_command' | 'POST /runs + poll' | 'dockerode exec' | 'docker exec CLI' | 'run script alone';
-const WAYS: Way[] = ['mcp run_command', 'POST /runs + poll', 'dockerode exec', 'docker exec CLI', 'run script alone'];
-const BASELINE: Way = 'dockerode exec';
+type Way = 'mcp run_command' | 'POST /runs + poll' | 'agent alone' | 'engine exec' | 'docker exec CLI';
+const BASELINE: Way = 'engine exec';
 
 const MCP_HEADERS = { ...auth, accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
+
+async function mcpTool<T = Record<string, unknown>>(machineId: string, name: string, args: Record<string, unknown>): Promise<T> {
+  const body = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } };
+  const answer = await call<{ result?: { isError?: boolean; structuredContent?: T } }>('POST', `/api/machines/${machineId}/mcp`, body, MCP_HEADERS);
+  const result = answer.json.result;
+  if (answer.status !== 200 || result?.isError || result?.structuredContent === undefined) throw new Error(`mcp ${name}: ${answer.status} ${JSON.stringify(answer.json).slice(0, 300)}`);
+  return result.structuredContent;
+}
 
 /** Each way answers the command's stdout, to check that all of them ran it. */
 const ways: Record<Way, (machineId: string, command: string) => Promise<string>> = {
   async 'mcp run_command'(machineId, command) {
-    const body = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'run_command', arguments: { command } } };
-    const answer = await call<{ result?: { structuredContent?: { stdout: string; status: string } } }>('POST', `/api/machines/${machineId}/mcp`, body, MCP_HEADERS);
-    const run = answer.json.result?.structuredContent;
-    if (run?.status !== 'succeeded') throw new Error(`run_command: ${answer.status} ${JSON.stringify(answer.json)}`);
+    const run = await mcpTool<{ stdout: string; status: string }>(machineId, 'run_command', { command });
+    if (run.status !== 'succeeded') throw new Error(`run_command: ${JSON.stringify(run)}`);
     return run.stdout;
   },
   async 'POST /runs + poll'(machineId, command) {
@@ -156,60 +174,30 @@ const ways: Record<Way, (machineId: string, command: string) => Promise<string>>
       await sleep(RUN_POLL_MS);
     }
   },
-  async 'dockerode exec'(machineId, command) {
-    const exec = await docker.getContainer(containerName(machineId)).exec({ Cmd: ['/bin/sh', '-c', command], AttachStdout: true, AttachStderr: true });
-    const stream = await exec.start({ hijack: true, stdin: false });
-    const chunks: Buffer[] = [];
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-    await new Promise((resolve, reject) => {
-      stream.once('end', resolve);
-      stream.once('close', resolve);
-      stream.once('error', reject);
-    });
-    const { ExitCode } = await exec.inspect();
-    if (ExitCode !== 0) throw new Error(`dockerode exec: exit code ${ExitCode}`);
-    return stdoutOf(Buffer.concat(chunks));
+  // The machine's agent (a run under a new id), without the service: what its run path costs beyond it.
+  async 'agent alone'(machineId, command) {
+    const agent = await agents.of(machineId);
+    return (await agent.run({ id: newId('run'), command, cwd: null, env: {}, timeoutMs: 600_000 }, new AbortController().signal))!.stdout;
+  },
+  // What a user does without us: the engine's exec of what the agent runs (/bin/sh -c), create, start, read, inspect.
+  async 'engine exec'(machineId, command) {
+    const { stdout, exitCode } = await engineExec(docker.getContainer(containerName(machineId)), ['/bin/sh', '-c', command]);
+    if (exitCode !== 0) throw new Error(`engine exec: exit code ${exitCode}`);
+    return stdout.toString();
   },
   async 'docker exec CLI'(machineId, command) {
     return (await promisify(execFile)('docker', ['exec', containerName(machineId), '/bin/sh', '-c', command])).stdout;
   },
-  // The service's own exec (its script, under a new run id), without the service: what its run path costs beyond it.
-  async 'run script alone'(machineId, command) {
-    const { stdout } = await execIn(docker.getContainer(containerName(machineId)), ['/bin/sh', '-c', RUN_SCRIPT, 'mp-run', newId('run'), '600', '/root', command]);
-    const header = stdout.subarray(0, stdout.indexOf(10)).toString().split(' ');
-    return stdout.subarray(stdout.indexOf(10) + 1, stdout.indexOf(10) + 1 + Number(header[3])).toString();
-  },
 };
 
-/** The engine's multiplexed stream, stdout frames only (8-byte headers: stream 1 is stdout). */
-function stdoutOf(multiplexed: Buffer): string {
-  const parts: Buffer[] = [];
-  for (let at = 0; at + 8 <= multiplexed.length; at += 8 + multiplexed.readUInt32BE(at + 4)) {
-    if (multiplexed[at] === 1) parts.push(multiplexed.subarray(at + 8, at + 8 + multiplexed.readUInt32BE(at + 4)));
-  }
-  return Buffer.concat(parts).toString();
-}
-
-async function timed(way: Way, machineId: string, command: string, expected?: string): Promise<number> {
-  const started = performance.now();
-  const stdout = await ways[way](machineId, command);
-  const ms = performance.now() - started;
-  if (expected !== undefined && stdout !== expected) throw new Error(`${way}: stdout ${JSON.stringify(stdout)}, expected ${JSON.stringify(expected)}`);
-  return ms;
-}
-
-/** RUNS of each way, interleaved, the order turning each round so that no way always follows the same one. */
+/** RUNS of each way, interleaved, each checked against the command's stdout by the engine. */
 async function commandTimes(machineId: string, command: string): Promise<Record<Way, number[]>> {
-  const expected = await ways['docker exec CLI'](machineId, command);
-  for (const way of WAYS) await timed(way, machineId, command, expected); // warm-up: JIT, connections, statement caches
-  const times = Object.fromEntries(WAYS.map((way) => [way, [] as number[]])) as Record<Way, number[]>;
-  for (let round = 0; round < RUNS; round++) {
-    for (let i = 0; i < WAYS.length; i++) {
-      const way = WAYS[(round + i) % WAYS.length]!;
-      times[way].push(await timed(way, machineId, command, expected));
-    }
-  }
-  return times;
+  const expected = await ways['engine exec'](machineId, command);
+  const checked = (way: Way) => async () => {
+    const stdout = await ways[way](machineId, command);
+    if (stdout !== expected) throw new Error(`${way}: stdout ${JSON.stringify(stdout)}, expected ${JSON.stringify(expected)}`);
+  };
+  return interleavedTimes(Object.fromEntries((Object.keys(ways) as Way[]).map((way) => [way, checked(way)])) as Record<Way, () => Promise<void>>, RUNS);
 }
 
 // ── where a run's time goes in the service ──────────────────────────────────────────────────────────
@@ -219,33 +207,40 @@ interface Phases {
   [phase: string]: number;
 }
 
-/** One traced run through a way, cut into phases by the service's marks (see machines.child.ts). */
+/** One traced run through a way, cut into phases by the service's marks (see machines.child.ts): the service, its agent request, the service again. */
 async function tracedRun(way: 'mcp run_command' | 'POST /runs + poll', machineId: string, command: string): Promise<Phases> {
   await service.request({ cmd: 'trace-on' });
   const sent = epochNow();
   await ways[way](machineId, command);
   const received = epochNow();
   const { marks } = await service.request<{ marks: Mark[] }>({ cmd: 'trace-off' });
-  const first = (prefix: string) => marks.find((m) => m.what.startsWith(prefix))!;
+  const first = (what: string) => {
+    const found = marks.find((m) => m.what.startsWith(what));
+    if (found === undefined) throw new Error(`the traced run has no mark "${what}": ${marks.map((m) => m.what).join('; ')}`);
+    return found;
+  };
   const httpIn = first('http in POST');
   const called = first('provider.runCommand called');
-  const execCreate = first('engine POST /containers/{container}/exec');
-  const execStart = first('engine POST /exec/{exec}/start');
+  // The run's one request on the machine's agent connection, opened once (by the warm-up): no engine call per run.
+  const [sentToAgent, headers, result] = ['sent', 'headers', 'first bytes'].map((event) => first(`agent POST /v1/runs ${event}`)) as [Mark, Mark, Mark];
   const returned = first('provider.runCommand returned');
   // MCP: the tool call's answer; runs: the poll that saw the run finished.
   const answered = marks.findLast((m) => m.what.startsWith('http answered'))!;
-  const sqlBetween = (from: Mark, to: Mark) =>
-    marks.filter((m) => m.what.startsWith('sql') && !m.what.includes('data_version') && m.at >= from.at && m.at < to.at).reduce((sum, m) => sum + m.ms!, 0);
+  const between = (kind: string, from: Mark, to: Mark) =>
+    marks.filter((m) => m.what.startsWith(kind) && !m.what.includes('data_version') && m.at >= from.at && m.at < to.at).reduce((sum, m) => sum + m.ms!, 0);
   return {
     total: received - sent,
     'client → request in': httpIn.at - sent,
     'request in → provider called': called.at - httpIn.at,
     // SQLite's statements only: the service's PostgreSQL queries are not traced.
-    ...(databaseUrl ? {} : { '  of which SQL': sqlBetween(httpIn, called) }),
-    'exec create (engine)': execCreate.at + execCreate.ms! - called.at,
-    'exec start → output read': returned.at - execStart.at,
+    ...(databaseUrl ? {} : { '  of which SQL': between('sql', httpIn, called) }),
+    'provider called → agent request sent': sentToAgent.at - called.at,
+    'agent request → its answer\'s headers': headers.at - sentToAgent.at,
+    'headers → the result line (the run)': result.at - headers.at,
+    'result line → provider returned': returned.at - result.at,
+    'engine calls meanwhile (none expected)': between('engine', called, returned),
     'provider returned → answer': answered.at - returned.at,
-    ...(databaseUrl ? {} : { '  of which SQL ': sqlBetween(returned, answered) }),
+    ...(databaseUrl ? {} : { '  of which SQL ': between('sql', returned, answered) }),
     'answer → client': received - answered.at,
   };
 }
@@ -285,15 +280,12 @@ function printPhases(title: string, phases: Phases): void {
 // ── memory ──────────────────────────────────────────────────────────────────────────────────────────
 
 const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
-function serviceRssFromProc(): number {
-  const line = readFileSync(`/proc/${service.process.pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
-  return Number(line.replace(/\D+/g, '')) * 1024;
-}
+const serviceRssFromProc = () => rssOf(service.process.pid!);
 const serviceMemory = () => service.request<NodeJS.MemoryUsage>({ cmd: 'memory' });
 
 // ── the run ─────────────────────────────────────────────────────────────────────────────────────────
 
-const ms = (value: number) => `${value.toFixed(value < 100 ? 1 : 0)} ms`;
+const bench: MachinesBench = { docker, service, base, auth, mcpHeaders: MCP_HEADERS, agents, api, mcpTool, createMachine, seenRunning, destroyAll };
 const bootLine = (values: number[]) => `p50 ${ms(percentile(values, 50))}, p99 ${ms(percentile(values, 99))}`;
 const summary: string[] = [];
 try {
@@ -325,27 +317,18 @@ try {
     const runner = await createMachine('runner');
     await seenRunning([runner]);
     for (const [label, command] of Object.entries(COMMANDS)) {
-      const times = await commandTimes(runner, command);
-      const baseline = percentile(times[BASELINE], 50);
       console.log(`  \`${command}\` (${RUNS} each, interleaved):`);
-      for (const way of WAYS) {
-        const p50 = percentile(times[way], 50);
-        const ratio = p50 / baseline;
-        const verdict = way === 'mcp run_command' || way === 'POST /runs + poll' ? ` (target ≤ ${TARGET_RATIO}×) ${ratio <= TARGET_RATIO ? 'PASS' : 'MISSED'}` : '';
-        // A second or more: the run script's bimodal case (see bench/RESULTS.md, bench:machines).
-        const slow = times[way].filter((time) => time >= 1000).length;
-        console.log(`    ${way.padEnd(18)} p50 ${ms(p50).padStart(8)}, p99 ${ms(percentile(times[way], 99)).padStart(8)}, ${String(slow).padStart(2)} of ${RUNS} ≥ 1 s; ${ratio.toFixed(2)}× ${BASELINE}${verdict}`);
-        summary.push(`| ${label}: ${way} | p50 ${ms(p50)}, p99 ${ms(percentile(times[way], 99))}, ${slow}/${RUNS} ≥ 1 s, ${ratio.toFixed(2)}× | ${way === BASELINE ? 'baseline' : verdict.includes('target') ? `≤ ${TARGET_RATIO}×` : ''} |`);
-      }
+      summary.push(...waysReport(label, await commandTimes(runner, command), BASELINE, { 'mcp run_command': TARGET_RATIO }));
     }
     // Where the service's time goes: a few runs traced, the median of each phase.
     for (const way of ['mcp run_command', 'POST /runs + poll'] as const) {
       const traces: Phases[] = [];
-      for (let i = 0; i < TRACED; i++) traces.push(await tracedRun(way, runner, COMMANDS['echo hello']));
-      printPhases(`\`echo hello\` through ${way} (median of ${TRACED} traced runs`, medianPhases(traces));
+      for (let i = 0; i < TRACED; i++) traces.push(await tracedRun(way, runner, COMMANDS.true));
+      printPhases(`\`true\` through ${way} (median of ${TRACED} traced runs`, medianPhases(traces));
     }
     await destroyAll([runner]);
   }
+  if (PARTS.includes('agent')) summary.push(...(await agentFigures(bench)));
   if (PARTS.includes('many')) {
     // MANY machines at once: the time until all run, and the service's memory meanwhile.
     const idleRss = serviceRssFromProc();
@@ -364,7 +347,10 @@ try {
     summary.push(`| ${MANY} at once: all running | ${ms(allRunningMs)} (each ${bootLine(many)}) | |`);
     summary.push(`| ${MANY} at once: service RSS | ${mb(idleRss)} MB before, ${mb(memory.rss)} MB running, peak ${mb(peakRss)} MB | |`);
   }
-  if (PARTS.includes('screens')) summary.push(...(await screenFigures({ docker, service, base, auth, mcpHeaders: MCP_HEADERS, api, createMachine, seenRunning, destroyAll })));
+  if (PARTS.includes('memory')) summary.push(...(await memoryFigures(bench)));
+  if (PARTS.includes('screens')) summary.push(...(await screenFigures(bench)));
+  if (PARTS.includes('previews')) summary.push(...(await previewFigures(bench)));
+  if (PARTS.includes('terminal')) summary.push(...(await terminalFigures(bench)));
   console.log(`\n| | measured | target |\n|---|---|---|\n${summary.join('\n')}`);
 } finally {
   await service.stop();

@@ -1,29 +1,17 @@
 // bench/machines.ts's screens part (BENCH_ONLY=screens for it alone): screenshots through the service against
 // the engine's own exec of the provider's screenshot command, and the live view's frame rate for one viewer and
-// for ten of one machine through the service's WebSocket bridge, against the same viewers on an exec relay of
-// their own (the relay the service runs, without the service), with the service's CPU per viewer.
+// for ten of one machine through the service's WebSocket bridge, against the same viewers on a relay of their own
+// (the agent's connection to x11vnc's port, as the service opens it, without the service), with the service's CPU
+// per viewer.
 import { loadavg } from 'node:os';
-import type Docker from 'dockerode';
 import { containerName } from '../src/machines/docker/container-spec.ts';
-import { execIn } from '../src/machines/docker/exec.ts';
+import { engineExec } from './engine-exec.ts';
 import { dockerScreen, SCREENSHOT } from '../src/machines/docker/screen.ts';
 import type { ProviderMachine } from '../src/machines/provider.ts';
 import { DEFAULT_SCREEN } from '../src/machines/screen-size.ts';
+import { ms, type MachinesBench } from './machines-bench.ts';
 import { rfbViewer, type Viewer } from './rfb.ts';
-import { cpuMicros, percentile, sleep, type Child } from './support.ts';
-
-/** What bench/machines.ts lends this part: its service, its API key's requests and its machines' bookkeeping. */
-export interface MachinesBench {
-  docker: Docker;
-  service: Child;
-  base: string;
-  auth: Record<string, string>;
-  mcpHeaders: Record<string, string>;
-  api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; json: T }>;
-  createMachine(name: string): Promise<string>;
-  seenRunning(ids: string[]): Promise<unknown>;
-  destroyAll(ids: string[]): Promise<void>;
-}
+import { cpuMicros, percentile, sleep } from './support.ts';
 
 const SCREENSHOTS = Number(process.env.BENCH_SCREENSHOTS ?? 50);
 const MANY_VIEWERS = Number(process.env.BENCH_VIEWERS ?? 10);
@@ -38,7 +26,6 @@ const SETTLE_MS = 2000;
 const BUSY_TERMINAL = `setsid xterm -geometry 100x30+0+0 -e bash -c 'while :; do date +%T.%N; sleep 0.01; done' </dev/null >/dev/null 2>&1 &`;
 const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
-const ms = (value: number) => `${value.toFixed(value < 100 ? 1 : 0)} ms`;
 const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
 
 /** Measures and prints; answers the rows of bench/machines.ts's summary table. */
@@ -50,16 +37,16 @@ export async function screenFigures(bench: MachinesBench): Promise<string[]> {
   await bench.seenRunning([id]);
   const container = bench.docker.getContainer(containerName(id));
   const machine: ProviderMachine = { id, name: 'screens', size: 'small', labels: {}, status: 'running', statusChangedAt: Date.now(), screen: DEFAULT_SCREEN };
-  const display = dockerScreen(() => container);
+  const display = dockerScreen(bench.agents);
   // The display and its VNC server start with the machine: wait for the server, as the service's stream does.
   const vnc = await display.stream(machine);
   if (vnc === null) throw new Error('the machine has no screen or no VNC server: is its image the default one (npm run machine-image)?');
   vnc.close();
-  await execIn(container, ['/bin/sh', '-c', BUSY_TERMINAL]);
+  await engineExec(container, ['/bin/sh', '-c', BUSY_TERMINAL]);
 
   // ── screenshots ────────────────────────────────────────────────────────────────────────────────────
-  type Way = 'GET /screenshot' | 'mcp screenshot' | 'provider exec alone' | 'dockerode exec';
-  const WAYS: Way[] = ['GET /screenshot', 'mcp screenshot', 'provider exec alone', 'dockerode exec'];
+  type Way = 'GET /screenshot' | 'mcp screenshot' | 'agent alone' | 'dockerode exec';
+  const WAYS: Way[] = ['GET /screenshot', 'mcp screenshot', 'agent alone', 'dockerode exec'];
   const BASELINE: Way = 'dockerode exec';
   const shoot: Record<Way, () => Promise<Buffer>> = {
     async 'GET /screenshot'() {
@@ -75,13 +62,13 @@ export async function screenFigures(bench: MachinesBench): Promise<string[]> {
       if (data === undefined) throw new Error(`mcp screenshot: ${response.status} ${JSON.stringify(answer).slice(0, 300)}`);
       return Buffer.from(data, 'base64');
     },
-    // The service's exec (a check for the display, then scrot) without the service.
-    async 'provider exec alone'() {
+    // The service's program in the machine (a check for the display, then scrot) through the agent, without the service.
+    async 'agent alone'() {
       return (await display.screenshot(machine))!.body;
     },
     // What a user does without us: the engine's exec of the same command, reading the PNG back.
     async 'dockerode exec'() {
-      return (await execIn(container, ['/bin/sh', '-c', SCREENSHOT])).stdout;
+      return (await engineExec(container, ['/bin/sh', '-c', SCREENSHOT])).stdout;
     },
   };
   const timed = async (way: Way) => {
@@ -111,7 +98,7 @@ export async function screenFigures(bench: MachinesBench): Promise<string[]> {
   }
 
   // ── live view ──────────────────────────────────────────────────────────────────────────────────────
-  type Path = 'through the service' | 'own exec relay';
+  type Path = 'through the service' | 'agent relay alone';
   const link = await bench.api<{ url: string }>('POST', `/api/machines/${id}/live-view`);
   if (link.status !== 201) throw new Error(`POST /live-view: ${link.status} ${JSON.stringify(link.json)}`);
   const streamUrl = `${link.json.url.replace(/^http/, 'ws')}/stream`;
@@ -125,8 +112,8 @@ export async function screenFigures(bench: MachinesBench): Promise<string[]> {
       socket.onclose = (event) => viewer.fail(new Error(`the WebSocket closed: ${event.code} ${event.reason}`));
       return viewer;
     },
-    // The service's relay (an exec of bash joining its stdio to x11vnc's port), without the service.
-    async 'own exec relay'() {
+    // The service's relay (the agent's connection to x11vnc's port), without the service.
+    async 'agent relay alone'() {
       const relay = (await display.stream(machine))!;
       const viewer = rfbViewer({ send: (bytes) => relay.write(bytes), close: () => relay.close() });
       relay.output.on('data', (chunk: Buffer) => viewer.deliver(chunk));
@@ -176,26 +163,26 @@ export async function screenFigures(bench: MachinesBench): Promise<string[]> {
 
   console.log(`  live view of a terminal printing the time every 10 ms: updates each viewer got in ${WINDOW_MS / 1000} s windows, ${ROUNDS} rounds, the paths in turn:`);
   for (const count of [1, MANY_VIEWERS]) {
-    const windows: Record<Path, Window[]> = { 'through the service': [], 'own exec relay': [] };
+    const windows: Record<Path, Window[]> = { 'through the service': [], 'agent relay alone': [] };
     for (let round = 0; round < ROUNDS; round++) {
-      const order: Path[] = round % 2 === 0 ? ['through the service', 'own exec relay'] : ['own exec relay', 'through the service'];
+      const order: Path[] = round % 2 === 0 ? ['through the service', 'agent relay alone'] : ['agent relay alone', 'through the service'];
       for (const path of order) windows[path].push(await watch(path, count));
     }
     const fps = (path: Path) => mean(windows[path].map((window) => mean(window.fps)));
-    // With no viewer on the service, its CPU is what it spends anyway (its jobs): the own relay's windows measure it.
-    const idle = mean(windows['own exec relay'].map((window) => window.serviceCpu));
+    // With no viewer on the service, its CPU is what it spends anyway (its jobs): the agent relay's windows measure it.
+    const idle = mean(windows['agent relay alone'].map((window) => window.serviceCpu));
     const perViewer = (mean(windows['through the service'].map((window) => window.serviceCpu)) - idle) / count;
     const viewers = `${count} viewer${count === 1 ? '' : 's'}`;
-    for (const path of ['through the service', 'own exec relay'] as const) {
+    for (const path of ['through the service', 'agent relay alone'] as const) {
       const rounds = windows[path].map((window) => `${mean(window.fps).toFixed(1)}${count > 1 ? ` (slowest ${Math.min(...window.fps).toFixed(1)})` : ''}`).join(', ');
       const kb = Math.round(mean(windows[path].map((window) => window.bytesPerSecond)) / 1024);
       const cpu = `service CPU ${windows[path].map((window) => `${window.serviceCpu.toFixed(1)}%`).join(', ')}, the bench's viewers ${windows[path].map((window) => `${window.benchCpu.toFixed(1)}%`).join(', ')}`;
       console.log(`    ${viewers}, ${path.padEnd(19)} ${fps(path).toFixed(1)} fps per viewer (rounds: ${rounds}), all ${(fps(path) * count).toFixed(0)} fps, ${kb} KB/s per viewer; ${cpu}`);
     }
-    const ratio = fps('through the service') / fps('own exec relay');
+    const ratio = fps('through the service') / fps('agent relay alone');
     const frameMicros = (perViewer * 1e4) / fps('through the service');
-    console.log(`    ${viewers}: through the service ${ratio.toFixed(2)}× the own relay's fps; the service's CPU ${perViewer.toFixed(1)}% of a core per viewer (idle ${idle.toFixed(1)}% taken off), ${Math.round(frameMicros)} µs per update relayed`);
-    summary.push(`| live view, ${viewers}: fps per viewer through the service / own relay | ${fps('through the service').toFixed(1)} / ${fps('own exec relay').toFixed(1)} (${ratio.toFixed(2)}×), all ${(fps('through the service') * count).toFixed(0)} | |`);
+    console.log(`    ${viewers}: through the service ${ratio.toFixed(2)}× the agent relay's fps; the service's CPU ${perViewer.toFixed(1)}% of a core per viewer (idle ${idle.toFixed(1)}% taken off), ${Math.round(frameMicros)} µs per update relayed`);
+    summary.push(`| live view, ${viewers}: fps per viewer through the service / agent relay alone | ${fps('through the service').toFixed(1)} / ${fps('agent relay alone').toFixed(1)} (${ratio.toFixed(2)}×), all ${(fps('through the service') * count).toFixed(0)} | |`);
     summary.push(`| live view, ${viewers}: service CPU per viewer | ${perViewer.toFixed(1)}% of a core (${Math.round(frameMicros)} µs per update) | |`);
   }
   console.log(`  (load average ${load()})`);

@@ -91,3 +91,34 @@ export function ratioLine(label: string, value: number, baseline: number, target
   if (target === undefined) return `${label}: ${ratio.toFixed(2)} of the baseline (no target: compare trees with bench/alternate.sh)`;
   return `${label}: ${ratio.toFixed(2)} of the baseline (target ≥ ${target}) ${ratio >= target ? 'PASS' : 'BELOW TARGET'}`;
 }
+
+/** VmRSS of a /proc/<pid>/status text, in bytes. */
+export function vmRssBytes(status: string): number {
+  const line = status.split('\n').find((l) => l.startsWith('VmRSS:'));
+  if (line === undefined) throw new Error(`no VmRSS in ${JSON.stringify(status.slice(0, 200))}`);
+  return Number(line.replace(/\D+/g, '')) * 1024;
+}
+
+/** A process's resident memory, in bytes, as the kernel counts it. */
+export function rssOf(pid: number): number {
+  return vmRssBytes(readFileSync(`/proc/${pid}/status`, 'utf8'));
+}
+
+/**
+ * `rounds` timings of each way, interleaved, the order turning each round so that no way always follows the same
+ * one, after one warm-up call of each (JIT, connections, statement caches). A way checks its own answer and throws.
+ */
+export async function interleavedTimes<Way extends string>(ways: Record<Way, () => Promise<unknown>>, rounds: number): Promise<Record<Way, number[]>> {
+  const names = Object.keys(ways) as Way[];
+  for (const way of names) await ways[way]();
+  const times = Object.fromEntries(names.map((way) => [way, [] as number[]])) as Record<Way, number[]>;
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < names.length; i++) {
+      const way = names[(round + i) % names.length]!;
+      const started = performance.now();
+      await ways[way]();
+      times[way].push(performance.now() - started);
+    }
+  }
+  return times;
+}

@@ -11,6 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The machine agent is not in the image: the service puts it into every machine (src/machines/docker/agent-install.ts).
+bash scripts/build-agent.sh
+
 version=$(node -p "require('./package.json').version")
 tag="machine-platform/base:$version"
 recipe=$(cat machine-image/* | sha256sum | cut -c1-16)

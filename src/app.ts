@@ -6,6 +6,7 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.ts';
 import type { Deps } from './deps.ts';
+import { createSealer, loadSecretsKey } from './shared/sealing.ts';
 import { connectDatabase } from './db/connect.ts';
 import { watchOtherProcessesCommits } from './db/data-version.ts';
 import { migrateToLatest } from './db/migrate.ts';
@@ -19,6 +20,7 @@ import { refuseForeignOriginOnMcp } from './http/origin.ts';
 import { refuseUnreadableRequests } from './http/request-guards.ts';
 import { refuseWhileClosing } from './http/shutdown.ts';
 import { closeAfterRefusedUpgrades } from './http/refused-upgrades.ts';
+import { takeHostsFirst } from './http/host-routes.ts';
 import { createValidatorCompiler, refuseUnsafeInput } from './http/validation.ts';
 import { jobsPlugin } from './jobs/jobs.plugin.ts';
 import { createQueue } from './jobs/queue.ts';
@@ -71,6 +73,8 @@ export interface BuildOptions {
   resolveAll?: ResolveAll;
   /** How long MCP tools wait before answering, and how often they report progress (tests shorten both). */
   toolWait?: Partial<ToolWaitOptions>;
+  /** How long a terminal outlives its page (tests shorten it). */
+  terminalGraceMs?: number;
 }
 
 const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -78,6 +82,12 @@ const BODY_LIMIT_BYTES = 1024 * 1024;
 const OTHER_PROCESSES_WATCH_MS = 25;
 /** Past the jobs runner's grace, what a close hook gets (its settlements, closing the database) before shutdown is called failed. */
 const CLOSE_HOOK_MARGIN_MS = 10_000;
+/**
+ * What a plugin's start-up gets at least. The machines plugin's start talks to the Docker engine (networks, the
+ * agent's volume, the firewall and resolver containers, a disk-limit probe): a few seconds on a quiet host, but
+ * tens of seconds on one whose engine is busy creating and removing containers, where 20 s refused to start.
+ */
+const PLUGIN_START_MS = 120_000;
 
 /** Capability tokens travel in these URLs (and in emailed links' `?token=`); they must not travel into logs. */
 const urlForLog = createUrlRedactor([LIVE_VIEW_PATH, INBOUND_WEBHOOK_PATH]);
@@ -95,8 +105,9 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     // the client would choose its own rate-limit key. (Fastify refuses a bare hop count, hence the function.)
     trustProxy: config.trustProxy ? (_address: string, hop: number) => hop === 0 : false,
     bodyLimit: BODY_LIMIT_BYTES,
-    // Also bounds each close hook: the jobs runner's stop may take the whole grace (a webhook attempt's timeout) and its settlement.
-    pluginTimeout: config.webhook.timeoutMs + CLOSE_HOOK_MARGIN_MS,
+    // Also bounds each close hook: the jobs runner's stop may take the whole grace (a webhook attempt's timeout) and its
+    // settlement. A bound, not a wait: a start-up or close that finishes sooner is not held.
+    pluginTimeout: Math.max(config.webhook.timeoutMs + CLOSE_HOOK_MARGIN_MS, PLUGIN_START_MS),
     // refuseWhileClosing answers instead, as problem+json.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
@@ -105,6 +116,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     // Node would answer a request without Host itself, with an empty 400; refuseUnreadableRequests answers it as problem+json.
     http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  // First of all: a preview host (CONTRACT 19) never meets the API's and the dashboard's hooks.
+  takeHostsFirst(app);
   answerServerLevelRequests(app.server, config.publicUrl);
   lingerAfterEarlyAnswers(app.server);
 
@@ -138,7 +151,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     config.role === 'api'
       ? null
       : createRunner({ database, db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: config.jobs.pollIntervalMs, ...options.runnerOptions });
-  const deps: Deps = Object.freeze({ config, database, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }) });
+  const deps: Deps = Object.freeze({ config, database, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }), secrets: createSealer(loadSecretsKey(config.secrets)) });
 
   await app.register(fp(async (core) => {
     core.decorate('deps', deps);
@@ -183,7 +196,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(apiKeysPlugin);
   await app.register(securityLogPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
-  await app.register(machinesPlugin, options.toolWait ? { toolWait: options.toolWait } : {});
+  await app.register(machinesPlugin, { ...(options.toolWait ? { toolWait: options.toolWait } : {}), ...(options.terminalGraceMs !== undefined ? { terminalGraceMs: options.terminalGraceMs } : {}) });
   await app.register(billingPlugin);
   await app.register(oauthPlugin, options.resolveAll ? { resolveAll: options.resolveAll } : {});
   if (config.role !== 'worker') {

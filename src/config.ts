@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { isIP } from 'node:net';
 
 export type Role = 'api' | 'worker' | 'all';
@@ -42,8 +42,10 @@ export interface MachinesConfig {
   bootMs: number;
   /** MACHINE_SIZES, in the order given; the first is the default, unless one is named `small`. */
   sizes: Readonly<Record<string, MachineSize>>;
-  /** MACHINE_IMAGE: the image of every machine (docker). */
+  /** MACHINE_IMAGE: the image of every machine (docker) that picks no other: the image named `default`. */
   image: string;
+  /** MACHINE_IMAGES: the other images a machine may be created from, by the name users pick (`POST /api/machines {image}`). */
+  images: Readonly<Record<string, string>>;
   /** MACHINE_EGRESS: whether machines may reach the internet (never the host, its services or private networks). */
   egress: boolean;
   /**
@@ -65,6 +67,14 @@ const DEFAULT_DISK_BYTES = 10 * 1024 ** 3;
  * Speed techniques, each on by default and each measured (bench/RESULTS.md):
  * the service behaves the same with any of them off, only slower.
  */
+/** Encryption at rest of users' secrets (a machine's environment): shared/sealing.ts. */
+export interface SecretsConfig {
+  /** SECRETS_KEY's 32 bytes, in base64 (the config stays plain, frozen data); null: generated into `keyFile`. */
+  key: string | null;
+  /** Where the generated key is kept: beside the SQLite database, or ./data with PostgreSQL; null for a database in memory. */
+  keyFile: string | null;
+}
+
 export interface PerformanceConfig {
   /** PostgreSQL: statements that repeat are sent as named prepared statements, parsed and planned once per connection. */
   pgPreparedStatements: boolean;
@@ -77,6 +87,8 @@ export interface BillingConfig {
   enabled: boolean;
   /** MACHINE_PRICES: micro-dollars per hour, by machine size. */
   pricesMicrosPerHour: Readonly<Record<string, number>>;
+  /** MACHINE_PRICES' second figure (`size=running/paused`): a paused machine's price per hour; a tenth of running's when not given. */
+  pausedPricesMicrosPerHour: Readonly<Record<string, number>>;
   /** METERING_INTERVAL: a running machine is charged at least this often. */
   meteringIntervalMs: number;
   /** WELCOME_CREDIT, in micro-dollars. */
@@ -102,6 +114,8 @@ export interface Config {
   host: string;
   /** The service's own origin, without a trailing slash, e.g. `http://localhost:3000`. */
   publicUrl: string;
+  /** CONTRACT 19: where a machine's port is served, `{port}` and `{id}` in its host (e.g. `http://{port}-{id}.localhost:3000`). */
+  previewUrl: string;
   /** True when PUBLIC_URL is https: cookies become `__Host-` and `Secure`. */
   secureCookies: boolean;
   databaseUrl: string;
@@ -118,6 +132,7 @@ export interface Config {
   mcp: McpConfig;
   retention: RetentionConfig;
   performance: PerformanceConfig;
+  secrets: SecretsConfig;
   passwordHashCost: PasswordHashCost;
 }
 
@@ -143,6 +158,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     bootMs: parseInteger('MACHINE_BOOT_MS', env.MACHINE_BOOT_MS, 2000, 0, 600_000),
     sizes: parseSizes(env.MACHINE_SIZES || DEFAULT_MACHINE_SIZES),
     image: nonEmpty('MACHINE_IMAGE', env.MACHINE_IMAGE ?? DEFAULT_MACHINE_IMAGE),
+    images: parseImages(env.MACHINE_IMAGES),
     egress: parseSwitch('MACHINE_EGRESS', env.MACHINE_EGRESS, true),
     dnsServers: parseDnsServers(env.MACHINE_DNS_SERVERS),
   };
@@ -150,6 +166,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     port,
     host: nonEmpty('HOST', env.HOST ?? '127.0.0.1'),
     publicUrl,
+    previewUrl: parsePreviewUrl(env.PREVIEW_URL || `http://{port}-{id}.localhost:${port}`, publicUrl),
     secureCookies: publicUrl.startsWith('https:'),
     databaseUrl,
     smtpUrl: parseSmtpUrl(env.SMTP_URL),
@@ -177,7 +194,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     billing: {
       enabled: parseSwitch('BILLING', env.BILLING, true),
-      pricesMicrosPerHour: parsePrices(env.MACHINE_PRICES ?? defaultPrices(machines.sizes), Object.keys(machines.sizes)),
+      ...parsePrices(env.MACHINE_PRICES ?? defaultPrices(machines.sizes), Object.keys(machines.sizes)),
       meteringIntervalMs: parseDuration('METERING_INTERVAL', env.METERING_INTERVAL, 60_000, 100, 3_600_000),
       welcomeCreditMicros: parseUsd('WELCOME_CREDIT', env.WELCOME_CREDIT ?? '10.00'),
       lowBalanceMicros: parseUsd('LOW_BALANCE', env.LOW_BALANCE ?? '1.00'),
@@ -191,6 +208,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       // On by default where it was measured to pay: with SQLite the service's own thread is the limit; with PostgreSQL the database was.
       webhookSenderThread: parseSwitch('WEBHOOK_SENDER_THREAD', env.WEBHOOK_SENDER_THREAD, databaseUrl.startsWith('sqlite:')),
     },
+    secrets: { key: parseSecretsKey(env.SECRETS_KEY), keyFile: secretsKeyFile(databaseUrl) },
     passwordHashCost: DEFAULT_PASSWORD_HASH_COST,
   };
   return deepFreeze(config);
@@ -301,18 +319,27 @@ function parseUsd(variable: string, value: string): number {
   return Number(match[1]) * 1_000_000 + Number((match[2] ?? '').padEnd(6, '0'));
 }
 
-/** MACHINE_PRICES names exactly the machine sizes (MACHINE_SIZES). */
-function parsePrices(value: string, sizes: readonly string[]): Record<string, number> {
-  const prices: Record<string, number> = {};
+/**
+ * MACHINE_PRICES names exactly the machine sizes (MACHINE_SIZES), each
+ * `size=running` or `size=running/paused` (CONTRACT 20); a paused price not
+ * given is a tenth of the running one, rounded to the micro-dollar.
+ */
+function parsePrices(value: string, sizes: readonly string[]): Pick<BillingConfig, 'pricesMicrosPerHour' | 'pausedPricesMicrosPerHour'> {
+  const running: Record<string, number> = {};
+  const paused: Record<string, number> = {};
+  const shape = 'must look like small=0.05,medium=0.10/0.01,large=0.20 (USD per hour running, optionally /paused)';
   for (const item of value.split(',')) {
-    const [size, price, extra] = item.split('=').map((part) => part.trim());
-    if (!size || price === undefined || extra !== undefined) fail('MACHINE_PRICES', 'must look like small=0.05,medium=0.10,large=0.20 (USD per hour)', value);
+    const [size, prices, extra] = item.split('=').map((part) => part.trim());
+    if (!size || prices === undefined || extra !== undefined) fail('MACHINE_PRICES', shape, value);
     if (!sizes.includes(size)) fail('MACHINE_PRICES', `has an unknown size "${size}" (sizes: ${sizes.join(', ')})`, value);
-    prices[size] = parseUsd('MACHINE_PRICES', price);
+    const [runningPrice, pausedPrice, more] = prices.split('/').map((part) => part.trim());
+    if (runningPrice === undefined || more !== undefined || pausedPrice === '') fail('MACHINE_PRICES', shape, value);
+    running[size] = parseUsd('MACHINE_PRICES', runningPrice);
+    paused[size] = pausedPrice === undefined ? Math.round(running[size] / 10) : parseUsd('MACHINE_PRICES', pausedPrice);
   }
-  const missing = sizes.filter((size) => prices[size] === undefined);
+  const missing = sizes.filter((size) => running[size] === undefined);
   if (missing.length > 0) fail('MACHINE_PRICES', `must price every size (missing ${missing.join(', ')})`, value);
-  return prices;
+  return { pricesMicrosPerHour: running, pausedPricesMicrosPerHour: paused };
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -336,6 +363,26 @@ function parsePublicUrl(value: string): string {
   return url.origin;
 }
 
+/**
+ * A template whose host carries `{port}` and `{id}` (a wildcard domain), on
+ * another host than PUBLIC_URL's: a preview is never served on the dashboard's
+ * origin, and its cookies (host-only) never reach it.
+ */
+function parsePreviewUrl(value: string, publicUrl: string): string {
+  let url: URL;
+  try {
+    url = new URL(value.replace('{port}', 'port-placeholder').replace('{id}', 'id-placeholder'));
+  } catch {
+    return fail('PREVIEW_URL', 'must be an absolute http(s) URL with {port} and {id} in its host', value);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') fail('PREVIEW_URL', 'must be an http or https URL', value);
+  if (!url.hostname.includes('port-placeholder') || !url.hostname.includes('id-placeholder')) fail('PREVIEW_URL', 'must carry {port} and {id} in its host, e.g. https://{port}-{id}.preview.example.com', value);
+  if (url.pathname !== '/' || url.search || url.hash || url.username || url.password) fail('PREVIEW_URL', 'must be an origin without a path, query or credentials', value);
+  if (!/^[a-z0-9.-]+$/.test(url.hostname.replace('port-placeholder', '').replace('id-placeholder', ''))) fail('PREVIEW_URL', 'must have a DNS host name around {port} and {id}', value);
+  if (url.hostname === new URL(publicUrl).hostname) fail('PREVIEW_URL', "must not be PUBLIC_URL's host", value);
+  return url.origin.replace('port-placeholder', '{port}').replace('id-placeholder', '{id}');
+}
+
 function parseDatabaseUrl(value: string): string {
   if (value.startsWith('sqlite:') && value.length > 'sqlite:'.length) return value;
   if (value.startsWith('postgres://') || value.startsWith('postgresql://')) {
@@ -347,6 +394,39 @@ function parseDatabaseUrl(value: string): string {
     }
   }
   return fail('DATABASE_URL', 'must be sqlite:PATH, sqlite::memory: or postgres://…', value);
+}
+
+/** The name of MACHINE_IMAGE among the images users pick from. */
+export const DEFAULT_IMAGE_NAME = 'default';
+
+/** `name=image,…`: names of lower-case letters, digits and `-` (1–50; not `default`, MACHINE_IMAGE's), images as the engine names them. */
+function parseImages(value: string | undefined): Record<string, string> {
+  const images: Record<string, string> = {};
+  if (value === undefined || value.trim() === '') return images;
+  for (const entry of value.split(',')) {
+    const match = /^\s*([a-z0-9][a-z0-9-]{0,49})=(\S+)\s*$/.exec(entry);
+    if (!match) return fail('MACHINE_IMAGES', 'must be name=image,… (names of a-z, 0-9 and -, at most 50)', value);
+    const [, name, image] = match;
+    if (name === DEFAULT_IMAGE_NAME) fail('MACHINE_IMAGES', `cannot name "${DEFAULT_IMAGE_NAME}": that is MACHINE_IMAGE`, value);
+    if (images[name!] !== undefined) fail('MACHINE_IMAGES', `names "${name}" twice`, value);
+    images[name!] = image!;
+  }
+  return images;
+}
+
+/** 32 bytes, in base64 or hex; the value itself is never echoed. */
+function parseSecretsKey(value: string | undefined): string | null {
+  if (value === undefined || value === '') return null;
+  const trimmed = value.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : /^[A-Za-z0-9+/_-]{43}=?$/.test(trimmed) ? Buffer.from(trimmed, 'base64') : null;
+  if (key?.length !== 32) throw new ConfigError('SECRETS_KEY must be 32 bytes in base64 or hex (e.g. `openssl rand -base64 32`)');
+  return key.toString('base64');
+}
+
+function secretsKeyFile(databaseUrl: string): string | null {
+  if (databaseUrl === 'sqlite::memory:') return null;
+  const folder = databaseUrl.startsWith('sqlite:') ? dirname(resolve(databaseUrl.slice('sqlite:'.length))) : resolve('./data');
+  return join(folder, 'secrets.key');
 }
 
 function parseSmtpUrl(value: string | undefined): string | null {

@@ -6,6 +6,7 @@ import type { DB } from './db/database.ts';
 import type { Queue } from './jobs/queue.ts';
 import type { Clock } from './shared/clock.ts';
 import type { Signals } from './db/signals.ts';
+import type { Sealer } from './shared/sealing.ts';
 
 /**
  * What every domain's services take first: the base services, built once in
@@ -22,4 +23,6 @@ export interface Deps {
   readonly signals: Signals;
   /** Background work, enqueued inside the transaction of the change that calls for it. */
   readonly jobs: Queue;
+  /** Encryption at rest of users' secrets (SECRETS_KEY). */
+  readonly secrets: Sealer;
 }

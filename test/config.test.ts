@@ -28,11 +28,13 @@ describe('loadConfig', () => {
       port: 3000,
       host: '127.0.0.1',
       publicUrl: 'http://localhost:3000',
+      previewUrl: 'http://{port}-{id}.localhost:3000',
       secureCookies: false,
       databaseUrl: 'sqlite:./data/service.db',
       smtpUrl: null,
       mailDir: resolve('./data/mail'),
       role: 'all',
+      secrets: { key: null, keyFile: resolve('./data/secrets.key') },
       trustProxy: false,
       rateLimit: true,
       logLevel: 'info',
@@ -53,6 +55,7 @@ describe('loadConfig', () => {
           large: { cpus: 4, memoryBytes: 4 * 1024 ** 3, pids: 2048, diskBytes: 40 * 1024 ** 3 },
         },
         image: DEFAULT_MACHINE_IMAGE,
+        images: {},
         egress: true,
         dnsServers: [],
       },
@@ -60,6 +63,7 @@ describe('loadConfig', () => {
       billing: {
         enabled: true,
         pricesMicrosPerHour: { small: 50_000, medium: 100_000, large: 200_000 },
+        pausedPricesMicrosPerHour: { small: 5_000, medium: 10_000, large: 20_000 },
         meteringIntervalMs: 60_000,
         welcomeCreditMicros: 10_000_000,
         lowBalanceMicros: 1_000_000,
@@ -144,12 +148,19 @@ describe('loadConfig', () => {
       {
         enabled: false,
         pricesMicrosPerHour: { large: 1_500_000, small: 1, medium: 12_000_000 },
+        pausedPricesMicrosPerHour: { large: 150_000, small: 0, medium: 1_200_000 },
         meteringIntervalMs: 15_000,
         welcomeCreditMicros: 25_000_000,
         lowBalanceMicros: 500_000,
         paymentProvider: 'simulated',
       },
     );
+    // CONTRACT 20: `size=running/paused`, the old `size=running` beside it (paused a tenth of running).
+    const both = loadConfig({ MACHINE_PRICES: 'small=0.05/0.002, medium=0.10, large=0.20 / 0' }).billing;
+    assert.deepEqual([both.pricesMicrosPerHour, both.pausedPricesMicrosPerHour], [
+      { small: 50_000, medium: 100_000, large: 200_000 },
+      { small: 2_000, medium: 10_000, large: 0 },
+    ]);
     for (const [variable, value] of [
       ['BILLING', 'maybe'],
       ['MACHINE_PRICES', 'small=0.05,medium=0.10'],
@@ -157,6 +168,9 @@ describe('loadConfig', () => {
       ['MACHINE_PRICES', 'small=0.05,medium=-1,large=0.20'],
       ['MACHINE_PRICES', 'small=0.0000001,medium=0.10,large=0.20'],
       ['MACHINE_PRICES', 'small'],
+      ['MACHINE_PRICES', 'small=0.05/,medium=0.10,large=0.20'],
+      ['MACHINE_PRICES', 'small=0.05/0.01/0.001,medium=0.10,large=0.20'],
+      ['MACHINE_PRICES', 'small=0.05/free,medium=0.10,large=0.20'],
       ['METERING_INTERVAL', '10ms'],
       ['METERING_INTERVAL', '2h'],
       ['METERING_INTERVAL', '1m,2m'],

@@ -45,6 +45,8 @@ export interface BillingView {
   balance: string;
   currency: 'usd';
   prices: { small: string; medium: string; large: string };
+  /** CONTRACT 20: a paused machine's price per hour, by size. */
+  pausedPrices: { small: string; medium: string; large: string };
   paymentMethod: PaymentMethodView | null;
   welcomeCredit: { amount: string; grantedAt: string | null; missing: Array<'email_confirmation' | 'payment_method'> };
 }
@@ -104,7 +106,7 @@ function toTopUpView(row: LedgerRow): TopUpView {
 export async function getBilling(deps: Deps, accountId: string): Promise<BillingView> {
   const row = (await findBillingAccount(deps.db, accountId)) ?? emptyBillingAccount(accountId, deps.clock.now());
   const holder = await findRecipient(deps.db, accountId);
-  const { pricesMicrosPerHour: prices, welcomeCreditMicros } = deps.config.billing;
+  const { pricesMicrosPerHour: prices, pausedPricesMicrosPerHour: paused, welcomeCreditMicros } = deps.config.billing;
   const missing: BillingView['welcomeCredit']['missing'] = [];
   if (row.welcome_granted_at === null) {
     if (holder?.email_verified_at == null) missing.push('email_confirmation');
@@ -114,6 +116,7 @@ export async function getBilling(deps: Deps, accountId: string): Promise<Billing
     balance: formatMicros(row.balance_micros),
     currency: 'usd',
     prices: { small: formatMicros(prices.small ?? 0), medium: formatMicros(prices.medium ?? 0), large: formatMicros(prices.large ?? 0) },
+    pausedPrices: { small: formatMicros(paused.small ?? 0), medium: formatMicros(paused.medium ?? 0), large: formatMicros(paused.large ?? 0) },
     paymentMethod: paymentMethodOf(row),
     welcomeCredit: { amount: formatMicros(welcomeCreditMicros), grantedAt: row.welcome_granted_at === null ? null : toIso(row.welcome_granted_at), missing },
   };

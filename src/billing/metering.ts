@@ -40,8 +40,11 @@ const ACCOUNTS_PER_TRANSACTION = 250;
 /** On PostgreSQL, how many of those transactions run at once (each on a connection of its own). */
 const PARALLEL_TRANSACTIONS = 3;
 
-function priceOf(deps: Deps, size: string): number {
-  return deps.config.billing.pricesMicrosPerHour[size] ?? 0;
+/** The price per hour of a machine of `size` in `status`, or null for a status that is not metered (CONTRACT 12, 20). */
+function priceOf(deps: Deps, size: string, status: string): number | null {
+  if (status === 'running') return deps.config.billing.pricesMicrosPerHour[size] ?? 0;
+  if (status === 'paused') return deps.config.billing.pausedPricesMicrosPerHour[size] ?? 0;
+  return null;
 }
 
 type MeterUpdate = Pick<MeterRow, 'machine_id' | 'metered_until' | 'metered_ms' | 'charged_micros' | 'updated_at'>;
@@ -64,43 +67,54 @@ export function chargeUpTo(meter: MeterRow, now: number, closing: boolean): { up
 }
 
 /**
+ * The totals of a meter moved to a new price: its time becomes the time that
+ * costs the same at the new price (rounded down, so never more than was
+ * charged), so that a machine going between running and paused is still
+ * rounded up once over its life rather than once per period. At a price of
+ * zero nothing can carry: the totals start again.
+ */
+export function carriedTotals(meter: Pick<MeterRow, 'price_micros' | 'metered_ms' | 'charged_micros'> | undefined, price: number): { metered_ms: number; charged_micros: number } {
+  if (meter === undefined || price === 0 || meter.price_micros === 0) return { metered_ms: 0, charged_micros: 0 };
+  if (meter.price_micros === price) return { metered_ms: meter.metered_ms, charged_micros: meter.charged_micros };
+  const equivalentMs = (BigInt(meter.metered_ms) * BigInt(meter.price_micros)) / BigInt(price);
+  return { metered_ms: Number(equivalentMs), charged_micros: meter.charged_micros };
+}
+
+/**
  * A machine's change of state at `at` (the time the change records), in the
  * transaction of the change (the machines domain calls it from its one
- * compare-and-set): becoming `running` starts its meter, leaving `running`
- * charges the rest of its time and stops the meter.
+ * compare-and-set): becoming `running` or `paused` starts its meter at that
+ * state's price, leaving it charges the rest of its time and stops the meter
+ * (a change between the two does both).
  */
 export async function meterTransition(deps: Deps, tx: Tx, machine: MeteredMachine, from: string, to: string, at: number): Promise<void> {
   if (!deps.config.billing.enabled) return;
-  const wasRunning = from === 'running';
-  const isRunning = to === 'running';
-  if (wasRunning === isRunning) return;
+  const closing = priceOf(deps, machine.size, from) !== null;
+  const opening = priceOf(deps, machine.size, to);
+  if (!closing && opening === null) return;
   const now = at;
   const account = await lockBillingAccount(tx.db, machine.account_id, now);
-  const meter = await findMeter(tx.db, machine.id);
-  if (isRunning) {
-    if (meter !== undefined && meter.metered_until !== null) return;
-    const price = priceOf(deps, machine.size);
-    // Totals carry over between runs at one price (rounded once over the machine's life); a new price starts new totals.
-    const carried = meter !== undefined && meter.price_micros === price;
-    await upsertMeter(tx.db, {
-      machine_id: machine.id,
-      account_id: machine.account_id,
-      name: machine.name,
-      size: machine.size,
-      price_micros: price,
-      metered_until: now,
-      metered_ms: carried ? meter.metered_ms : 0,
-      charged_micros: carried ? meter.charged_micros : 0,
-      updated_at: now,
-    });
-    // Booted while the balance ran out: it stops again within the metering interval at the latest, here at once.
-    if (account.balance_micros <= 0) await stopMachinesOf(deps, tx, machine.account_id);
-    return;
+  let meter = await findMeter(tx.db, machine.id);
+  if (closing && meter !== undefined && meter.metered_until !== null) {
+    const charge = chargeUpTo(meter, now, true)!;
+    await updateMeters(tx.db, [charge.update]);
+    if (charge.entry !== null) await appendEntries(deps, tx, [{ account, entries: [charge.entry] }], now);
+    meter = { ...meter, ...charge.update };
   }
-  if (meter === undefined || meter.metered_until === null) return;
-  const charge = chargeUpTo(meter, now, true)!;
-  await updateMeters(tx.db, [charge.update]);
-  if (charge.entry !== null) await appendEntries(deps, tx, [{ account, entries: [charge.entry] }], now);
+  if (opening === null) return;
+  if (meter !== undefined && meter.metered_until !== null) return;
+  await upsertMeter(tx.db, {
+    machine_id: machine.id,
+    account_id: machine.account_id,
+    name: machine.name,
+    size: machine.size,
+    price_micros: opening,
+    metered_until: now,
+    ...carriedTotals(meter, opening),
+    updated_at: now,
+  });
+  // Booted (or resumed) while the balance ran out: it stops again within the metering interval at the latest, here at once.
+  if (account.balance_micros <= 0) await stopMachinesOf(deps, tx, machine.account_id);
 }
 
 /** Charges the running meters of these accounts up to `now`, in one transaction. */

@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { AppError } from '../http/errors.ts';
 import { loadAssets, sendAsset, serveAssets } from '../http/static-assets.ts';
 import { PUBLIC_DIR } from './assets.ts';
@@ -42,6 +44,13 @@ const hide = { hide: true };
  */
 export const dashboardRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const assets = await loadAssets(PUBLIC_DIR);
+  // xterm.js for the machine's terminal, as published on npm (an ES module, its stylesheet, the fit addon).
+  for (const [name, dir, file] of [['@xterm/xterm', 'lib', 'xterm.mjs'], ['@xterm/xterm', 'css', 'xterm.css'], ['@xterm/addon-fit', 'lib', 'addon-fit.mjs']]) {
+    const root = dirname(dirname(fileURLToPath(import.meta.resolve(name!))));
+    const asset = (await loadAssets(join(root, dir!))).get(file!);
+    if (asset === undefined) throw new Error(`dashboard: ${name}/${dir}/${file} is missing`);
+    assets.set(`vendor/xterm/${file}`, asset);
+  }
   const shell = assets.get(SHELL);
   if (shell === undefined) throw new Error(`dashboard: ${SHELL} is missing`);
   const securityHeaders = dashboardSecurityHeaders(app.deps.config.secureCookies);

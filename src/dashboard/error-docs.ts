@@ -173,6 +173,26 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'The machine has no display to take a picture of or act on: its image has none (the default image has one: Xvfb on :1), or the simulated provider runs it.',
     fix: 'Use the default machine image (`npm run machine-image`) with `MACHINE_PROVIDER=docker`, or an image with Xvfb, scrot and xdotool.',
   },
+  preview_private: {
+    status: 401,
+    description: 'A preview host was asked for a private port (ports are private by default) without the machine’s preview token, a signed link’s cookie, or the port being public.',
+    fix: 'Send `X-Preview-Token` (GET /api/machines/{id}/previews shows it), open a signed link (POST /api/machines/{id}/previews), or make the port public (PATCH /api/machines/{id}/previews/{port}).',
+  },
+  invalid_preview_link: {
+    status: 401,
+    description: 'A signed preview link has expired, its signature is not one this service made for that port and machine, or the machine token changed since (a new token voids every link and the preview token). No cookie was set.',
+    fix: 'Ask the machine’s owner for a new link.',
+  },
+  port_closed: {
+    status: 502,
+    description: 'The machine runs, but nothing listens on the preview’s port inside it (on 127.0.0.1 or 0.0.0.0), or what listens there does not speak HTTP.',
+    fix: 'Start the server in the machine on that port, then reload.',
+  },
+  machine_not_running: {
+    status: 503,
+    description: 'The preview’s machine is not running (stopped, starting, or in error): nothing can answer for it.',
+    fix: 'Start the machine (POST /api/machines/{id}/start) and reload once it runs.',
+  },
   service_unavailable: {
     status: 503,
     description: 'The service is shutting down, starting, or cannot reach its database.',

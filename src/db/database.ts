@@ -16,6 +16,7 @@ import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
 import type { EventsTable } from '../events/events.tables.ts';
 import type { DeliveriesTable, DeliveryAttemptsTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
+import type { PublicPreviewPortsTable } from '../machines/previews/previews.tables.ts';
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
 import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable, BillingUsageDaysTable } from '../billing/billing.tables.ts';
 import type { OAuthGrantsTable, OAuthRecordsTable } from '../oauth/oauth.tables.ts';
@@ -35,6 +36,7 @@ export interface DB {
   machines: MachinesTable;
   pools: PoolsTable;
   live_views: LiveViewsTable;
+  public_preview_ports: PublicPreviewPortsTable;
   runs: RunsTable;
   schedules: SchedulesTable;
   inbound_webhooks: InboundWebhooksTable;

@@ -16,6 +16,8 @@ import * as secondFactor from './migrations/0013_second_factor.ts';
 import * as signingKeys from './migrations/0014_signing_keys.ts';
 import * as eventsByMachine from './migrations/0015_events_by_machine.ts';
 import * as billingUsageDays from './migrations/0016_billing_usage_days.ts';
+import * as previews from './migrations/0017_previews.ts';
+import * as machineEnvAndImages from './migrations/0018_machine_env_and_images.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -37,6 +39,8 @@ const migrations: Record<string, Migration> = {
   '0014_signing_keys': signingKeys,
   '0015_events_by_machine': eventsByMachine,
   '0016_billing_usage_days': billingUsageDays,
+  '0017_previews': previews,
+  '0018_machine_env_and_images': machineEnvAndImages,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -3,6 +3,8 @@ export const EVENT_TYPES = {
   'machine.created': 'A machine was created and booted',
   'machine.started': 'A stopped machine was turned on',
   'machine.stopped': 'A machine was turned off, its state kept (data.detail.reason says why)',
+  'machine.paused': 'A running machine was frozen with its memory and processes (billed at the paused price)',
+  'machine.resumed': 'A paused machine went on from where it was frozen',
   'machine.error': 'A machine failed to boot or crashed',
   'machine.expired': 'A machine reached its expiresAt; followed by a stop or a destroy',
   'machine.destroyed': 'A machine was deleted',

@@ -48,3 +48,16 @@ export function refuseForeignOriginOnMcp(ownOrigin: string) {
     done(new AppError(403, 'cross_site', 'MCP requests from another origin are refused: an Origin header, when present, must be this service\'s own.'));
   };
 }
+
+/**
+ * The rule for a WebSocket that acts in a machine (a terminal, control of the
+ * screen), checked before the upgrade: signed in with the session cookie, the
+ * request must name our own origin in Origin (every browser sends it on a
+ * WebSocket, and a page of another site cannot hide it); with an API key
+ * (Authorization, which no browser puts on a WebSocket) it may come from anywhere.
+ * @throws AppError 403 cross_site.
+ */
+export function assertSocketFromOwnPage(request: FastifyRequest, ownOrigin: string): void {
+  if (request.principal?.kind !== 'session' || request.headers.origin === ownOrigin) return;
+  throw new AppError(403, 'cross_site', 'A terminal or control of a screen signed in with the session cookie opens only from the dashboard itself (its Origin header).');
+}

@@ -1,9 +1,10 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import websocket from '@fastify/websocket';
+import type { WebSocket } from '@fastify/websocket';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
+import { assertSocketFromOwnPage } from '../http/origin.ts';
 import { notFound } from '../http/errors.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { loadAssets, serveAssets } from '../http/static-assets.ts';
@@ -11,6 +12,9 @@ import { createLiveView, LIVE_VIEW_PATH, liveViewMachine, renderLiveView, revoke
 import { toProviderMachine } from './machines.repository.ts';
 import { LiveViewSchema } from './machines.schemas.ts';
 import { takeScreenshot } from './screens.service.ts';
+import { getMachineRow } from './machines.service.ts';
+import { notSupported, wrongStatus } from './machines.errors.ts';
+import type { ScreenStream } from './provider.ts';
 
 const tags = ['machines'];
 const hide = { hide: true } as const;
@@ -44,8 +48,6 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // noVNC's files keep their own layout: core/ imports ../vendor/.
   for (const [path, asset] of await loadAssets(join(novnc, 'core'))) assets.set(`novnc/core/${path}`, asset);
   for (const [path, asset] of await loadAssets(join(novnc, 'vendor'))) assets.set(`novnc/vendor/${path}`, asset);
-
-  await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
 
   app.post('/api/machines/:id/live-view', {
     config: { auth: 'machine' },
@@ -127,15 +129,6 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
       deps.logger.warn({ err, machineId: machine.id }, 'a live view could not reach the machine’s screen');
     }
     if (stream === null) return socket.close(NO_STREAM, 'no stream of this screen');
-    const live = stream;
-    let closed = false;
-    const end = (code: number, reason: string) => {
-      if (closed) return;
-      closed = true;
-      clearInterval(recheck);
-      live.close();
-      socket.close(code, reason);
-    };
     const recheck = setInterval(() => {
       liveViewMachine(deps, token).then(
         (current) => {
@@ -145,10 +138,53 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
       );
     }, STREAM_RECHECK_MS);
     recheck.unref();
-    live.output.on('data', (chunk: Buffer) => socket.send(chunk));
-    live.output.once('end', () => end(ENDED, 'the screen ended'));
-    live.output.once('error', () => end(ENDED, 'the screen ended'));
-    socket.on('message', (data: Buffer) => live.write(data));
-    socket.once('close', () => end(1000, 'closed'));
+    const end = relay(socket, stream, () => clearInterval(recheck));
+  });
+
+  /**
+   * Control of the screen, for the machine's owner only (the dashboard of
+   * this origin, or an API key): the machine's VNC session that takes mouse
+   * and keyboard, over this WebSocket. A live-view link's stream never reaches
+   * that session, whatever it sends.
+   */
+  app.get('/api/machines/:id/screen/control', {
+    schema: { tags, summary: "Control of the machine's screen: upgrades to a WebSocket carrying RFB (VNC) that takes input", params: IdParamsSchema },
+    preHandler: async (request) => {
+      assertSocketFromOwnPage(request, deps.config.publicUrl);
+      const machine = await getMachineRow(deps, accountIdOf(request), (request.params as { id: string }).id);
+      if (provider.controlScreen === undefined) throw notSupported('control of the screen', provider.name);
+      if (machine.status !== 'running') throw wrongStatus('be controlled', machine.status);
+    },
+    websocket: true,
+  }, async (socket, request) => {
+    const machine = await getMachineRow(deps, accountIdOf(request), (request.params as { id: string }).id);
+    let stream: ScreenStream | null = null;
+    try {
+      stream = await provider.controlScreen!(toProviderMachine(machine));
+    } catch (err) {
+      deps.logger.warn({ err, machineId: machine.id }, 'control of a machine’s screen could not reach it');
+    }
+    if (stream === null) return socket.close(NO_STREAM, 'no screen to control on this machine');
+    relay(socket, stream, () => {});
   });
 };
+
+/** Bridges a WebSocket and a screen's RFB session byte for byte until either ends; answers how to end both. */
+function relay(socket: WebSocket, stream: ScreenStream, onEnd: () => void): (code: number, reason: string) => void {
+  let closed = false;
+  const end = (code: number, reason: string) => {
+    if (closed) return;
+    closed = true;
+    onEnd();
+    stream.close();
+    socket.close(code, reason);
+  };
+  stream.output.on('data', (chunk: Buffer) => socket.send(chunk));
+  stream.output.once('end', () => end(ENDED, 'the screen ended'));
+  stream.output.once('error', () => end(ENDED, 'the screen ended'));
+  socket.on('message', (data: Buffer) => stream.write(data));
+  socket.once('close', () => end(1000, 'closed'));
+  // A page that left while the session opened.
+  if (socket.readyState !== socket.OPEN) end(1000, 'closed');
+  return end;
+}

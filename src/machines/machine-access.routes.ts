@@ -46,6 +46,7 @@ export const ProcessOutputSchema = Type.Object({
   stdout: Type.String(),
   stderr: Type.String(),
   offset: Type.Integer({ description: 'Pass it as `offset` to read on: bytes of stdout and stderr together, in the order they came' }),
+  dropped: Type.Integer({ description: 'Bytes before this output the machine no longer keeps (it keeps the last 64 MiB of a process\'s output): the read started at the oldest byte kept' }),
   running: Type.Boolean(),
   exitCode: Type.Union([Type.Integer(), Type.Null()]),
   endReason: EndReason,

@@ -1,5 +1,7 @@
 import { invalidRequest } from '../http/errors.ts';
-import { unknownSize } from './machines.errors.ts';
+import { DEFAULT_IMAGE_NAME } from '../config.ts';
+import { unknownImage, unknownSize } from './machines.errors.ts';
+import { MACHINE_LIMITS } from './machines.schemas.ts';
 import type { MachineView } from './machines.repository.ts';
 import type { OnExpire } from './machines.tables.ts';
 import { checkName } from './names.ts';
@@ -17,6 +19,10 @@ export interface NewMachine {
   pool?: string | undefined;
   /** The display's size (CONTRACT 16). */
   screen?: ScreenSize | undefined;
+  /** Environment of every command, process and terminal of the machine. */
+  env?: Record<string, string> | undefined;
+  /** A name of GET /api/images. */
+  image?: string | undefined;
 }
 
 
@@ -34,10 +40,12 @@ export interface MachineFields {
   expiresAt: number | null;
   onExpire: OnExpire;
   screen: ScreenSize | null;
+  env: Record<string, string>;
+  image: string;
 }
 
 /** @throws AppError 400 for a blank or multi-line name, an unknown size or an expiry not in the future. */
-export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number): MachineFields {
+export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number, images: readonly string[]): MachineFields {
   const name = checkName(input.name);
   if (input.size !== undefined && !provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
   let expiresAt: number | null = null;
@@ -48,5 +56,29 @@ export function checkMachineFields(provider: MachineProvider, input: NewMachine,
   }
   // A pooled machine booted with the pool's screen already.
   if (input.pool !== undefined && input.screen !== undefined) throw invalidRequest('screen cannot be chosen for a machine taken from a pool: leave it out, or create the machine without pool.');
-  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null };
+  if (input.pool !== undefined && input.env !== undefined) throw invalidRequest('env cannot be given to a machine taken from a pool: it was made before; create the machine without pool.');
+  const env = checkEnv(input.env ?? {});
+  if (input.image !== undefined && !images.includes(input.image)) throw unknownImage(images);
+  if (input.pool !== undefined && input.image !== undefined) throw invalidRequest('image cannot be chosen for a machine taken from a pool: it was made before; create the machine without pool.');
+  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null, env, image: input.image ?? DEFAULT_IMAGE_NAME };
+}
+
+/**
+ * What the schemas cannot say (MCP callers come without them): the names'
+ * shape, the count, values' size in bytes and no NUL (an environment cannot
+ * hold one). Messages name the variable, never its value.
+ * @throws AppError 400.
+ */
+function checkEnv(env: Record<string, string>): Record<string, string> {
+  const names = Object.keys(env);
+  if (names.length > MACHINE_LIMITS.envVariables) throw invalidRequest(`env has ${names.length} variables; at most ${MACHINE_LIMITS.envVariables}.`);
+  const pattern = new RegExp(MACHINE_LIMITS.envNamePattern);
+  for (const name of names) {
+    if (!pattern.test(name) || name.length > MACHINE_LIMITS.envName) throw invalidRequest(`env name ${JSON.stringify(name.slice(0, 100))} must match [A-Za-z_][A-Za-z0-9_]* (at most ${MACHINE_LIMITS.envName} characters).`);
+    const value = env[name]!;
+    if (typeof value !== 'string') throw invalidRequest(`env ${name} must be a string.`);
+    if (Buffer.byteLength(value, 'utf8') > MACHINE_LIMITS.envValueBytes) throw invalidRequest(`env ${name} is over 32 KiB.`);
+    if (value.includes('\0')) throw invalidRequest(`env ${name} holds a NUL character, which no environment can.`);
+  }
+  return env;
 }

@@ -4,7 +4,8 @@ import { accountIdOf } from '../http/auth.ts';
 import { IdParamsSchema } from '../http/schemas.ts';
 import { methodNotAllowed, serveMcp } from '../mcp/mcp.http.ts';
 import type { ToolWaitOptions } from '../mcp/tools.ts';
-import { registerMachineTools } from './machine-tools.ts';
+import { registerMachineTools, type MachineToolContext } from './machine-tools.ts';
+import type { McpServer } from '@modelcontextprotocol/server';
 import { runForMachineCaller } from './runs.service.ts';
 import { wrongStatus } from './machines.errors.ts';
 import { toMachineView } from './machines.repository.ts';
@@ -13,7 +14,11 @@ import { getMachineRow } from './machines.service.ts';
 const tags = ['mcp'];
 
 /** `POST /api/machines/{id}/mcp`: the machine's own MCP server, with its provider's tools (machine token or the owner's API key). */
-export const machineMcpRoutes: FastifyPluginAsyncTypebox<{ toolWait: Readonly<ToolWaitOptions> }> = async (app, { toolWait }) => {
+export const machineMcpRoutes: FastifyPluginAsyncTypebox<{
+  toolWait: Readonly<ToolWaitOptions>;
+  /** Tools of other parts of the machine (previews), registered after the provider's. */
+  moreTools?: ReadonlyArray<(server: McpServer, context: MachineToolContext) => void>;
+}> = async (app, { toolWait, moreTools = [] }) => {
   const { deps, machineProvider: provider } = app;
 
   app.post('/api/machines/:id/mcp', {
@@ -30,8 +35,8 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox<{ toolWait: Readonly<To
     const machineId = request.params.id;
     const machine = await getMachineRow(deps, accountId, machineId);
     if (machine.status === 'destroyed') throw wrongStatus('serve MCP', machine.status);
-    return serveMcp(request, reply, `machine ${machine.name}`, (server) =>
-      registerMachineTools(server, {
+    return serveMcp(request, reply, `machine ${machine.name}`, (server) => {
+      const context: MachineToolContext = {
         deps,
         accountId,
         machineId,
@@ -39,8 +44,10 @@ export const machineMcpRoutes: FastifyPluginAsyncTypebox<{ toolWait: Readonly<To
         wait: toolWait,
         describe: async () => toMachineView(await getMachineRow(deps, accountId, machineId)),
         runCommand: (run, wait) => runForMachineCaller(deps, provider, caller, machineId, run, wait),
-      }, provider),
-    );
+      };
+      registerMachineTools(server, context, provider);
+      for (const register of moreTools) register(server, context);
+    });
   });
 
   for (const method of ['GET', 'DELETE'] as const) {

@@ -148,7 +148,8 @@ function registerProcessTools(server: McpServer, context: MachineToolContext, pr
 
   defineTool(server, logger, 'process_output', {
     description:
-      "A process's stdout and stderr from `offset` on (at most 1 MiB), waiting up to waitMs for more; answers the next offset, whether it still runs and its exit code.",
+      "A process's stdout and stderr from `offset` on (at most 1 MiB), waiting up to waitMs for more; answers the next offset, whether it still runs and its exit code. " +
+      'The machine keeps the last 64 MiB of output: `dropped` counts bytes skipped before what this answer starts with.',
     input: z.strictObject({
       id: ProcessId,
       offset: z.number().int().min(0).optional().describe('Bytes of stdout and stderr together already read (default 0)'),

@@ -100,6 +100,24 @@ export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: 
   return updated;
 }
 
+/** Frozen with its memory and processes (CONTRACT 20): `machine.paused`; still checked, so a machine that ends while paused is seen. */
+export async function markPaused(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, { status: 'paused', status_changed_at: deps.clock.now() });
+  if (updated === null) return null;
+  await scheduleCheck(deps, tx, row.id, checkAt);
+  await emitMachineEvent(deps, tx, 'machine.paused', updated);
+  return updated;
+}
+
+/** Going on from where it was frozen: `machine.resumed` (never `machine.started`: it never stopped). */
+export async function markResumed(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, { status: 'running', status_changed_at: deps.clock.now() });
+  if (updated === null) return null;
+  await scheduleCheck(deps, tx, row.id, checkAt);
+  await emitMachineEvent(deps, tx, 'machine.resumed', updated);
+  return updated;
+}
+
 export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: ErrorReason, message: string): Promise<MachineRow | null> {
   const updated = await change(deps, tx, row, { ...SETTLED, status: 'error', status_changed_at: deps.clock.now(), pool_id: null });
   if (updated === null) return null;

@@ -7,8 +7,13 @@ export const poolNotFound = () => notFound('The pool');
 
 export const invalidState = (detail: string) => new AppError(409, 'invalid_state', detail);
 
+/** A paused machine's refusal names the way out: its processes are frozen until it is resumed. */
 export const wrongStatus = (action: string, status: MachineStatus) =>
-  invalidState(`The machine is ${status}; it cannot ${action} now.`);
+  invalidState(
+    status === 'paused'
+      ? `The machine is paused; it cannot ${action} now. Resume it first (POST /api/machines/{id}/resume, or the machine_resume tool).`
+      : `The machine is ${status}; it cannot ${action} now.`,
+  );
 
 /** Another request or process changed the machine between our read and our write. */
 export const changedMeanwhile = () => invalidState('The machine changed while this request ran. Read it again and retry.');
@@ -17,12 +22,18 @@ export const changedMeanwhile = () => invalidState('The machine changed while th
 export const hostFailed = (action: 'boot' | 'stop' | 'destroy') =>
   new AppError(502, 'provider_error', `The host failed to ${action} the machine; it is now in state error (machine.error). Start or destroy it to try again.`);
 
+/** The host failed to pause or resume; nothing was recorded, so the machine is as it was. */
+export const hostFailedToFreeze = (action: 'pause' | 'resume', status: MachineStatus) =>
+  new AppError(502, 'provider_error', `The host failed to ${action} the machine; it is still ${status}. Try again.`);
+
 export const machineExpired = () => invalidState('The machine has expired; it cannot be started again.');
 
 export const poolEmpty = (pool: string) =>
   new AppError(409, 'pool_empty', `The pool "${pool}" has no machine to hand out (its count is 0). Raise its count or create the machine without a pool.`);
 
 export const poolNameTaken = (name: string) => new AppError(409, 'conflict', `A pool named "${name}" already exists.`);
+
+export const unknownImage = (images: readonly string[]) => invalidRequest(`image must be one of ${images.join(', ')} (GET /api/images).`);
 
 export const unknownSize = (sizes: readonly string[]) => invalidRequest(`size must be one of ${sizes.join(', ')}.`);
 

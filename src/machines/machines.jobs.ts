@@ -5,7 +5,7 @@ import type { Job, JobKind, Outcome } from '../jobs/job-kind.ts';
 import { SECOND } from '../shared/clock.ts';
 import { hostRetryDelay, machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
 import { finishPending, stopOrDestroy } from './machine-actions.ts';
-import { markError, markExpired, markRunning, markStopped, markStopping } from './machine-transitions.ts';
+import { markError, markExpired, markPaused, markResumed, markRunning, markStopped, markStopping } from './machine-transitions.ts';
 import { activeMachinesOf, findMachineById, toProviderMachine, type MachineRow } from './machines.repository.ts';
 import { destroyMarked, refillPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
@@ -40,14 +40,16 @@ export async function checkMachine(deps: Deps, provider: MachineProvider, machin
     await finishPending(deps, provider, machine);
     return DONE;
   }
-  if (machine.status !== 'starting' && machine.status !== 'running') return DONE;
+  if (machine.status !== 'starting' && machine.status !== 'running' && machine.status !== 'paused') return DONE;
   const { observation, checkAt } = await provider.observe(toProviderMachine(machine), deps.clock.now());
   if (observation === null || observation.status === machine.status) return checkAt === null ? DONE : { status: 'later', at: checkAt };
   for (let attempt = 0; attempt < LOST_RACE_ATTEMPTS; attempt++) {
     const row: MachineRow = machine;
     // Each of these schedules (or cancels) the machine's next check itself, in its own transaction.
     const applied = await inTransaction(deps.database, async (tx) => {
-      if (observation.status === 'running') return markRunning(deps, tx, row, checkAt);
+      // Paused or unpaused on the host (by an operator, or by a pause whose recording lost a race): recorded as such.
+      if (observation.status === 'paused') return markPaused(deps, tx, row, checkAt);
+      if (observation.status === 'running') return row.status === 'paused' ? markResumed(deps, tx, row, checkAt) : markRunning(deps, tx, row, checkAt);
       if (observation.status === 'error') return markError(deps, tx, row, observation.reason, observation.message);
       return markStopped(deps, tx, row, observation.reason);
     });
@@ -77,7 +79,7 @@ async function expireMachine(deps: Deps, provider: MachineProvider, machineId: s
       const expired = await markExpired(deps, tx, machine);
       if (expired === null) return 'lost' as const;
       if (machine.on_expire === 'destroy') return markStopping(deps, tx, expired, { action: 'destroy', reason: 'expired' });
-      if (machine.status === 'running' || machine.status === 'starting') return markStopping(deps, tx, expired, { action: 'stop', reason: 'expired' });
+      if (machine.status === 'running' || machine.status === 'starting' || machine.status === 'paused') return markStopping(deps, tx, expired, { action: 'stop', reason: 'expired' });
       return null;
     });
     if (outcome === 'lost') continue;

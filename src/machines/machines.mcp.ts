@@ -9,6 +9,7 @@ import { toMachineView } from './machines.repository.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
 import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
+import { pauseMachine, resumeMachine } from './pause.service.ts';
 import { SCREEN_LIMITS } from './screen-size.ts';
 import type { MachineProvider } from './provider.ts';
 
@@ -60,6 +61,11 @@ export function machinePlatformTools(provider: MachineProvider, wait: Readonly<T
           })
           .optional()
           .describe('The display size (default 1280×800)'),
+        env: z
+          .record(z.string().regex(new RegExp(MACHINE_LIMITS.envNamePattern)).max(MACHINE_LIMITS.envName), z.string())
+          .optional()
+          .describe(`Environment variables of every command, process and terminal of the machine (at most ${MACHINE_LIMITS.envVariables}, values up to 32 KiB); stored encrypted, never shown again`),
+        image: z.string().min(1).max(50).optional().describe('An image the operator offers (GET /api/images); default: the base image'),
       }),
     }, (input) => createMachine(deps, provider, accountId, input));
 
@@ -72,6 +78,16 @@ export function machinePlatformTools(provider: MachineProvider, wait: Readonly<T
       description: 'Turns a machine off, keeping its state.',
       input: ById,
     }, ({ id }) => stopMachine(deps, provider, accountId, id));
+
+    defineTool(server, logger, 'machine_pause', {
+      description: 'Freezes a running machine with its memory and processes (machine.paused); it is billed at the paused price until resumed, and its own tools answer invalid_state meanwhile.',
+      input: ById,
+    }, ({ id }) => pauseMachine(deps, provider, accountId, id));
+
+    defineTool(server, logger, 'machine_resume', {
+      description: 'Lets a paused machine go on from where it was frozen (machine.resumed).',
+      input: ById,
+    }, ({ id }) => resumeMachine(deps, provider, accountId, id));
 
     defineTool(server, logger, 'machine_destroy', {
       description: 'Destroys a machine for good.',

@@ -1,3 +1,4 @@
+import websocket from '@fastify/websocket';
 import fp from 'fastify-plugin';
 import { idBoundAt } from '../shared/ids.ts';
 import { deleteFinishedRuns, finishedRunIdsBefore } from './runs.repository.ts';
@@ -6,6 +7,7 @@ import type { MachinesConfig } from '../config.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import type { Clock } from '../shared/clock.ts';
+import type { Sealer } from '../shared/sealing.ts';
 import { DEFAULT_TOOL_WAIT, type ToolWaitOptions } from '../mcp/tools.ts';
 import { machineCheckJob } from './job-types.ts';
 import { findMachineById } from './machines.repository.ts';
@@ -14,6 +16,7 @@ import { inboundWebhooksRoutes } from './inbound-webhooks.routes.ts';
 import { deleteExpiredLiveViews } from './live-views.repository.ts';
 import { liveViewRoutes } from './live-view.routes.ts';
 import { machineAccessRoutes } from './machine-access.routes.ts';
+import { machineMetricsRoutes } from './machine-metrics.routes.ts';
 import { machineMcpRoutes } from './machine-mcp.routes.ts';
 import { authenticateMachineToken } from './machine-tokens.ts';
 import { machineJobKinds } from './machines.jobs.ts';
@@ -23,7 +26,11 @@ import { poolsRoutes } from './pools.routes.ts';
 import type { MachineProvider } from './provider.ts';
 import { runsRoutes } from './runs.routes.ts';
 import { schedulesRoutes } from './schedules.routes.ts';
+import { terminalRoutes } from './terminal.routes.ts';
 import { createSimulatedProvider } from './simulated.provider.ts';
+import { previewPlatformTools, registerPreviewTools } from './previews/preview-tools.ts';
+import { previewsRoutes } from './previews/previews.routes.ts';
+import { createPreviews } from './previews/previews.service.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -31,14 +38,14 @@ declare module 'fastify' {
   }
 }
 
-async function createProvider(config: Readonly<MachinesConfig>, clock: Clock, logger: FastifyBaseLogger): Promise<MachineProvider> {
+async function createProvider(config: Readonly<MachinesConfig>, clock: Clock, logger: FastifyBaseLogger, secrets: Sealer): Promise<MachineProvider> {
   switch (config.provider) {
     case 'simulated':
       return createSimulatedProvider({ bootMs: config.bootMs, clock, sizes: Object.keys(config.sizes) });
     case 'docker': {
       // Loaded only where machines are Docker's: dockerode and its dependencies weigh some 30 MB of memory.
       const { createDockerProvider } = await import('./docker/docker.provider.ts');
-      return createDockerProvider(config, logger);
+      return createDockerProvider(config, logger, secrets);
     }
   }
 }
@@ -46,7 +53,7 @@ async function createProvider(config: Readonly<MachinesConfig>, clock: Clock, lo
 /** A machine the host says changed on its own is checked now, if it is one the service believes up. */
 async function checkNow(deps: Deps, machineId: string): Promise<void> {
   const machine = await findMachineById(deps.db, machineId);
-  if (machine?.status !== 'running' && machine?.status !== 'starting') return;
+  if (machine?.status !== 'running' && machine?.status !== 'starting' && machine?.status !== 'paused') return;
   await inTransaction(deps.database, (tx) => deps.jobs.schedule(tx, machineCheckJob, machineId, { machineId }, deps.clock.now()));
 }
 
@@ -57,11 +64,11 @@ async function checkNow(deps: Deps, machineId: string): Promise<void> {
  * takes them. All state is in the database, so any number of processes can
  * share it and a restart loses nothing.
  */
-export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions> }>(
+export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions>; terminalGraceMs?: number }>(
   async (app, options) => {
     const { deps } = app;
     const toolWait = Object.freeze({ ...DEFAULT_TOOL_WAIT, ...options.toolWait });
-    const provider = await createProvider(deps.config.machines, deps.clock, deps.logger);
+    const provider = await createProvider(deps.config.machines, deps.clock, deps.logger, deps.secrets);
     await provider.start?.();
     app.decorate('machineProvider', provider);
     if (deps.config.role !== 'api' && provider.watch) {
@@ -82,10 +89,19 @@ export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions> }>(
     await app.register(runsRoutes);
     await app.register(schedulesRoutes);
     await app.register(inboundWebhooksRoutes);
+    // WebSockets: live views' streams, control of a screen, terminals.
+    await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
     await app.register(liveViewRoutes);
+    await app.register(terminalRoutes, options.terminalGraceMs !== undefined ? { graceMs: options.terminalGraceMs } : {});
     await app.register(machineAccessRoutes);
-    await app.register(machineMcpRoutes, { toolWait });
+    await app.register(machineMetricsRoutes);
+    const previews = createPreviews(deps);
+    await app.register(previewsRoutes, { previews });
+    // A provider that reaches no port inside machines (the simulated one) serves no previews: no tools to offer them.
+    const servesPreviews = provider.connectPort !== undefined;
+    await app.register(machineMcpRoutes, { toolWait, moreTools: servesPreviews ? [(server, context) => registerPreviewTools(server, context, previews)] : [] });
     app.platformMcpTools.push(machinePlatformTools(provider, toolWait));
+    if (servesPreviews) app.platformMcpTools.push(previewPlatformTools(previews));
   },
   { name: 'machines', dependencies: ['core', 'auth', 'jobs', 'mcp', 'maintenance'] },
 );

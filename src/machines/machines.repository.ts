@@ -22,6 +22,10 @@ export interface MachineView {
   labels: Record<string, string>;
   expiresAt: string | null;
   screen: ScreenSize;
+  /** The names of its environment; the values never leave. */
+  envNames: string[];
+  /** The name of its image (`default`: the service's base image). */
+  image: string;
   createdAt: string;
 }
 
@@ -35,6 +39,8 @@ export function toMachineView(row: MachineRow): MachineView {
     labels: parseLabels(row.labels),
     expiresAt: toIsoOrNull(row.expires_at),
     screen: screenOf(row),
+    envNames: JSON.parse(row.env_names) as string[],
+    image: row.image,
     createdAt: toIso(row.created_at),
   };
 }
@@ -44,7 +50,7 @@ export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>
 }
 
 export function toProviderMachine(row: MachineRow): ProviderMachine {
-  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row) };
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image };
 }
 
 /** Statuses in which a pooled machine counts as warm. */
@@ -114,7 +120,7 @@ export async function warmPoolMachines(db: Kysely<DB>, poolId: string, limit: nu
     .execute();
 }
 
-/** The account's machines that are booting or running (pooled ones included): what an empty balance stops. */
+/** The account's machines that are booting, running or paused (pooled ones included): what an empty balance stops. */
 export async function activeMachinesOf(db: Kysely<DB>, accountId: string): Promise<MachineRow[]> {
-  return db.selectFrom('machines').selectAll().where('account_id', '=', accountId).where('status', 'in', ['starting', 'running']).orderBy('id').execute();
+  return db.selectFrom('machines').selectAll().where('account_id', '=', accountId).where('status', 'in', ['starting', 'running', 'paused']).orderBy('id').execute();
 }

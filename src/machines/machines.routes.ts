@@ -3,16 +3,20 @@ import { accountIdOf } from '../http/auth.ts';
 import { DEFAULT_PAGE_SIZE, pageSchema, toPage } from '../http/pagination.ts';
 import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { toMachineView } from './machines.repository.ts';
-import { CreateMachineBody, ListMachinesQuery, MachineSchema, MachineWithTokenSchema } from './machines.schemas.ts';
+import { Type } from 'typebox';
+import { DEFAULT_IMAGE_NAME } from '../config.ts';
+import { CreateMachineBody, ImageSchema, ListMachinesQuery, MachineSchema, MachineWithTokenSchema } from './machines.schemas.ts';
 import {
   createMachine,
   destroyMachine,
   getMachineRow,
+  imageNames,
   listMachines,
   rotateMachineToken,
   startMachine,
   stopMachine,
 } from './machines.service.ts';
+import { pauseMachine, resumeMachine } from './pause.service.ts';
 
 const tags = ['machines'];
 
@@ -36,6 +40,10 @@ export const machinesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return toPage(rows, limit);
   });
 
+  app.get('/api/images', {
+    schema: { tags, summary: 'The images a machine may be created from (POST /api/machines {image})', response: responses({ 200: Type.Object({ data: Type.Array(ImageSchema) }) }) },
+  }, async () => ({ data: imageNames(deps.config.machines).map((name) => ({ name, default: name === DEFAULT_IMAGE_NAME })) }));
+
   app.get('/api/machines/:id', {
     schema: { tags, summary: 'One machine', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },
   }, async (request) => toMachineView(await getMachineRow(deps, accountIdOf(request), request.params.id)));
@@ -47,6 +55,26 @@ export const machinesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/api/machines/:id/stop', {
     schema: { tags, summary: 'Turn a machine off, keeping its state (machine.stopped, reason requested)', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },
   }, async (request) => stopMachine(deps, provider, accountIdOf(request), request.params.id));
+
+  app.post('/api/machines/:id/pause', {
+    schema: {
+      tags,
+      summary: 'Freeze a running machine with its memory and processes (machine.paused); billed at the paused price until resumed',
+      description: '409 invalid_state unless the machine is running; 502 provider_error when the host fails (nothing changes).',
+      params: IdParamsSchema,
+      response: responses({ 200: MachineSchema }),
+    },
+  }, async (request) => pauseMachine(deps, provider, accountIdOf(request), request.params.id));
+
+  app.post('/api/machines/:id/resume', {
+    schema: {
+      tags,
+      summary: 'Let a paused machine go on from where it was frozen (machine.resumed)',
+      description: '409 invalid_state unless the machine is paused; 402 payment_required on an empty balance; 502 provider_error when the host fails (nothing changes).',
+      params: IdParamsSchema,
+      response: responses({ 200: MachineSchema }),
+    },
+  }, async (request) => resumeMachine(deps, provider, accountIdOf(request), request.params.id));
 
   app.delete('/api/machines/:id', {
     schema: { tags, summary: 'Destroy a machine (machine.destroyed); its record stays, with status destroyed', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },

@@ -20,7 +20,22 @@ export const MACHINE_LIMITS = {
   labels: 50,
   poolRef: 100,
   id: 100,
+  envNamePattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+  envName: 255,
+  /** Bytes of one value, in UTF-8. */
+  envValueBytes: 32 * 1024,
+  envVariables: 64,
 } as const;
+
+export const EnvSchema = Type.Record(
+  Type.String({ pattern: MACHINE_LIMITS.envNamePattern, maxLength: MACHINE_LIMITS.envName }),
+  Type.String({ maxLength: MACHINE_LIMITS.envValueBytes }),
+  {
+    maxProperties: MACHINE_LIMITS.envVariables,
+    additionalProperties: false,
+    description: `Environment variables of every command, process and terminal of the machine: names [A-Za-z_][A-Za-z0-9_]*, values up to 32 KiB; at most ${MACHINE_LIMITS.envVariables}. Stored encrypted; answers show only the names`,
+  },
+);
 
 export const MachineStatusSchema = Type.Enum(MACHINE_STATUSES, { description: MACHINE_STATUSES.join(', ') });
 
@@ -59,6 +74,8 @@ export const CreateMachineBody = Type.Object(
     onExpire: Type.Optional(OnExpireSchema),
     pool: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.poolRef, description: 'A warm pool (name or id) to take the machine from' })),
     screen: Type.Optional(ScreenSizeSchema),
+    env: Type.Optional(EnvSchema),
+    image: Type.Optional(Type.String({ minLength: 1, maxLength: 50, description: 'An image the operator offers (GET /api/images); default: the base image' })),
   },
   strict,
 );
@@ -72,12 +89,19 @@ export const MachineSchema = Type.Object({
   labels: Type.Record(Type.String(), Type.String()),
   expiresAt: NullableTimestamp,
   screen: ScreenSizeSchema,
+  image: Type.String({ description: 'The name of its image (GET /api/images); `default`: the base image' }),
+  envNames: Type.Array(Type.String(), { description: 'The names of the environment given at create; its values are never shown' }),
   createdAt: Timestamp,
 });
 
 export const MachineWithTokenSchema = Type.Object({
   ...MachineSchema.properties,
   mcpToken: Type.String({ description: 'Machine token (tmm_…): shown only in this response' }),
+});
+
+export const ImageSchema = Type.Object({
+  name: Type.String({ description: 'What POST /api/machines {image} takes' }),
+  default: Type.Boolean({ description: 'The image of machines that name none' }),
 });
 
 export const ListMachinesQuery = Type.Object({ ...ListQuerySchema.properties, status: Type.Optional(MachineStatusSchema) }, strict);

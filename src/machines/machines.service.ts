@@ -1,4 +1,5 @@
 import { requireBalance } from '../billing/enforcement.ts';
+import { DEFAULT_IMAGE_NAME, type MachinesConfig } from '../config.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { invalidRequest } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
@@ -30,7 +31,7 @@ import type { MachineProvider } from './provider.ts';
  */
 export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
   const now = deps.clock.now();
-  const fields = checkMachineFields(provider, input, now);
+  const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines));
   if (input.pool !== undefined) return claimFromPool(deps, provider, accountId, input.pool, fields);
   await requireBalance(deps, accountId);
   const mcpToken = generateToken('tmm_');
@@ -54,6 +55,9 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     pending_reason: null,
     screen_width: fields.screen?.width ?? null,
     screen_height: fields.screen?.height ?? null,
+    env_names: JSON.stringify(Object.keys(fields.env)),
+    image: fields.image,
+    env_sealed: Object.keys(fields.env).length === 0 ? null : deps.secrets.seal(JSON.stringify(fields.env)),
     created_at: now,
     updated_at: now,
   };
@@ -65,6 +69,11 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
   });
   const { machine } = await bootStarting(deps, provider, row);
   return { ...toMachineView(machine), mcpToken };
+}
+
+/** The images users may pick, the base one (`default`) first. */
+export function imageNames(config: Pick<MachinesConfig, 'images'>): string[] {
+  return [DEFAULT_IMAGE_NAME, ...Object.keys(config.images)];
 }
 
 /** @throws AppError 404 when the machine does not exist or belongs to another account. */
@@ -101,11 +110,11 @@ export async function startMachine(deps: Deps, provider: MachineProvider, accoun
 
 /**
  * Turns a machine off, keeping its state (`machine.stopped`, reason `requested`).
- * @throws AppError 404, 409 invalid_state unless it is starting or running; 502 provider_error when the host fails (the machine is then in error).
+ * @throws AppError 404, 409 invalid_state unless it is starting, running or paused; 502 provider_error when the host fails (the machine is then in error).
  */
 export async function stopMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
   const row = await getMachineRow(deps, accountId, id);
-  if (row.status !== 'running' && row.status !== 'starting') throw wrongStatus('be stopped', row.status);
+  if (row.status !== 'running' && row.status !== 'starting' && row.status !== 'paused') throw wrongStatus('be stopped', row.status);
   const outcome = await stopOrDestroy(deps, provider, row, { action: 'stop', reason: 'requested' });
   if (outcome === null) throw changedMeanwhile();
   if (!outcome.ok) throw hostFailed('stop');

@@ -1,5 +1,5 @@
-/** CONTRACT 7's states, in the order a machine meets them: the one list the HTTP and MCP schemas derive from. */
-export const MACHINE_STATUSES = ['starting', 'running', 'stopping', 'stopped', 'error', 'destroyed'] as const;
+/** CONTRACT 7's states (and 20's `paused`), in the order a machine meets them: the one list the HTTP and MCP schemas derive from. */
+export const MACHINE_STATUSES = ['starting', 'running', 'paused', 'stopping', 'stopped', 'error', 'destroyed'] as const;
 
 export type MachineStatus = (typeof MACHINE_STATUSES)[number];
 
@@ -37,6 +37,12 @@ export interface MachinesTable {
   /** The screen chosen at create; null: DEFAULT_SCREEN. */
   screen_width: number | null;
   screen_height: number | null;
+  /** JSON array of the names of the machine's environment, in clear: answers show them. */
+  env_names: string;
+  /** The environment's names and values, sealed (shared/sealing.ts); null when it has none. */
+  env_sealed: string | null;
+  /** The name of its image among the operator's (MACHINE_IMAGES); `default`: MACHINE_IMAGE. */
+  image: string;
   created_at: number;
   updated_at: number;
 }

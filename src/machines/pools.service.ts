@@ -1,3 +1,4 @@
+import { DEFAULT_IMAGE_NAME } from '../config.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { balanceIsEmpty, requireBalance } from '../billing/enforcement.ts';
 import { inTransaction, type Tx } from '../db/transaction.ts';
@@ -202,6 +203,9 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     pending_reason: null,
     screen_width: null,
     screen_height: null,
+    env_names: '[]',
+    env_sealed: null,
+    image: DEFAULT_IMAGE_NAME,
     created_at: now,
     updated_at: now,
   };

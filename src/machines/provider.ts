@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { ComputerPlan } from './computer-use.ts';
 import type { MachineStatus } from './machines.tables.ts';
 
@@ -13,6 +13,10 @@ export interface ProviderMachine {
   statusChangedAt: number;
   /** Its display's size, for images that have one. */
   screen: { width: number; height: number };
+  /** Its environment given at create, sealed (shared/sealing.ts): a provider that honours it opens it where it makes the machine. */
+  sealedEnv?: string | null;
+  /** The name of its image among the operator's (config `images`); absent or `default`: the base image. */
+  image?: string;
 }
 
 /** One entry of a machine's directory. */
@@ -63,6 +67,8 @@ export interface ProcessOutput {
   stderr: string;
   /** Where the next read starts. */
   offset: number;
+  /** Bytes before this read's output that the machine no longer keeps (it keeps the last 64 MiB of each process's output); 0 when none were skipped. */
+  dropped: number;
   running: boolean;
   exitCode: number | null;
   endReason: ProcessEndReason | null;
@@ -84,9 +90,29 @@ export interface MachineProcesses {
   signal(machine: ProviderMachine, id: string, signal: ProcessSignal): Promise<boolean>;
 }
 
+/**
+ * A machine's use of its resources at one moment (CONTRACT 19), as its agent
+ * samples it every 5 s. `cpuPercent`: of the machine's CPUs (its size's), 100
+ * when all are busy. Memory as `docker stats` counts it (less the page cache
+ * it could drop). `rxBytes`/`txBytes`: since the machine started.
+ */
+export interface MetricSample {
+  /** Epoch ms. */
+  at: number;
+  cpuPercent: number;
+  memoryBytes: number;
+  memoryLimitBytes: number;
+  diskBytes: number;
+  diskLimitBytes: number;
+  pids: number;
+  rxBytes: number;
+  txBytes: number;
+}
+
 /** A change the host reports; the service turns it into a state change and its event. */
 export type Observation =
   | { status: 'running' }
+  | { status: 'paused' }
   | { status: 'error'; reason: 'boot-failure' | 'crash'; message: string }
   | { status: 'stopped'; reason: 'platform' };
 
@@ -132,6 +158,11 @@ export interface ScreenStream {
   output: Readable;
   write(chunk: Buffer): void;
   close(): void;
+}
+
+/** A PTY in a running machine: its output, its input, its size. Closing it hangs up on its process group. */
+export interface MachineTerminal extends ScreenStream {
+  resize(cols: number, rows: number): Promise<void>;
 }
 
 /** The display refused an action it cannot do (a key it has no name for): the caller's mistake, said in its message. */
@@ -181,6 +212,13 @@ export interface MachineProvider {
   stop(machine: ProviderMachine): Promise<void>;
   destroy(machine: ProviderMachine): Promise<void>;
   /**
+   * Freezes a running machine with its memory and processes (CONTRACT 20), or
+   * lets a frozen one go on; nothing to do when it already is so. Stop and
+   * destroy must work on a paused machine. Where absent, machines cannot pause.
+   */
+  pause?(machine: ProviderMachine): Promise<void>;
+  resume?(machine: ProviderMachine): Promise<void>;
+  /**
    * Executes a run in the machine under its id and answers its outcome; asked
    * again about a run the machine already has (the process that started it
    * died, or let it go), waits for the outcome the machine records instead:
@@ -204,12 +242,32 @@ export interface MachineProvider {
    * pictures (`screen`) refreshed every few seconds.
    */
   streamScreen?(machine: ProviderMachine): Promise<ScreenStream | null>;
+  /**
+   * An RFB (VNC) session of the display that takes the viewer's mouse and
+   * keyboard, for the owner's page only (never a live-view link's); null for a
+   * machine without one.
+   */
+  controlScreen?(machine: ProviderMachine): Promise<ScreenStream | null>;
+  /** A PTY running the machine's login shell, at this size; where absent, the provider's machines have no terminal. */
+  openTerminal?(machine: ProviderMachine, size: { cols: number; rows: number }): Promise<MachineTerminal>;
   /** The picture of the screen the machine kept of a run as it ended (running or stopped); null when there is none. */
   runScreenshot?(machine: ProviderMachine, runId: string): Promise<Buffer | null>;
   /** A line the `run_command` tool's description adds (how this provider runs commands). */
   readonly commandsNote?: string;
+  /**
+   * A byte stream to `127.0.0.1:<port>` inside a running machine (what a
+   * preview serves); null when nothing listens there. Where absent, the
+   * provider's machines serve no previews.
+   */
+  connectPort?(machine: ProviderMachine, port: number): Promise<Duplex | null>;
   /** A running machine's files, where the provider offers them. */
   readonly files?: MachineFiles;
   /** A running machine's background processes, where the provider offers them. */
   readonly processes?: MachineProcesses;
+  /**
+   * The samples a running machine kept of its use of resources (the last
+   * hour's), taken after `sinceMs`, oldest first; empty when it kept none
+   * (its agent not answering yet). Where absent, machines have no usage to show.
+   */
+  metrics?(machine: ProviderMachine, sinceMs: number): Promise<MetricSample[]>;
 }

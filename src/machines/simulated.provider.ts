@@ -9,7 +9,7 @@ import type { CommandResult, MachineProvider, Observation, ProviderMachine, Prov
  * - `platform-stop`: it runs for one boot time, then the host stops it
  *   (`machine.stopped` with reason `platform`);
  * - `slow-host`: every question to the host about it (observe, stop,
- *   destroy) takes SLOW_HOST_MS, as on a host under load.
+ *   destroy, pause, resume) takes SLOW_HOST_MS, as on a host under load.
  * (`balance-empty` is billing's to decide: src/billing/.)
  */
 export const SIMULATE_LABEL = 'simulate';
@@ -101,6 +101,9 @@ export function createSimulatedProvider(options: { bootMs: number; clock: Clock;
 
     stop: slow,
     destroy: slow,
+    // Nothing runs here to freeze: the service's record of the pause is all there is.
+    pause: slow,
+    resume: slow,
 
     async runCommand(machine, run: ProviderRun, signal) {
       const endsAt = run.startedAt + simulatedDuration(run.command);

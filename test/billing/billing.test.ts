@@ -20,6 +20,7 @@ describe('billing: cards, the welcome credit, top-ups (CONTRACT 12)', () => {
       balance: '0.000000',
       currency: 'usd',
       prices: { small: '0.050000', medium: '0.100000', large: '0.200000' },
+      pausedPrices: { small: '0.005000', medium: '0.010000', large: '0.020000' },
       paymentMethod: null,
       welcomeCredit: { amount: '10.000000', grantedAt: null, missing: ['email_confirmation', 'payment_method'] },
     });

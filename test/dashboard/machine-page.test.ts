@@ -36,6 +36,18 @@ describe('dashboard in Chromium: a machine’s page', () => {
     await page.locator('[data-status="running"]').waitFor({ timeout: SETTLE_MS });
   });
 
+  test('Pause and Resume in the page’s header (CONTRACT 20)', async () => {
+    await page.getByRole('button', { name: 'Pause', exact: true }).click();
+    await page.locator('[data-status="paused"]').waitFor({ timeout: SETTLE_MS });
+    assert.equal(await page.getByRole('button', { name: 'Pause', exact: true }).count(), 0);
+    await page.getByRole('button', { name: 'Stop', exact: true }).waitFor();
+    const machine = (await live.app.inject({ method: 'GET', url: `/api/machines/${machineId}`, headers: asSession(user.session, live.baseUrl) })).json();
+    assert.equal(machine.status, 'paused');
+    await page.getByRole('button', { name: 'Resume', exact: true }).click();
+    await page.locator('[data-status="running"]').waitFor({ timeout: SETTLE_MS });
+    await page.getByRole('button', { name: 'Pause', exact: true }).waitFor();
+  });
+
   test('a run started from the form shows its exit code, and stdout and stderr in blocks of their own', async () => {
     const form = page.getByRole('form', { name: 'Run a command' });
     await form.getByRole('textbox', { name: 'Command' }).fill('make test; exit 3');

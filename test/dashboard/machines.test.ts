@@ -15,7 +15,7 @@ describe('dashboard in Chromium: machines', () => {
 
   before(async () => {
     // Real time and a short boot: the page waits for machines to come up.
-    ui = await openSignedInPage({ app: { realClock: true, env: { MACHINE_BOOT_MS: '300', MACHINE_WORKER_INTERVAL_MS: '100' } }, clipboard: true });
+    ui = await openSignedInPage({ app: { realClock: true, env: { MACHINE_BOOT_MS: '300', MACHINE_WORKER_INTERVAL_MS: '100', MACHINE_IMAGES: 'python=python:3.13-slim' } }, clipboard: true });
     ({ live, user, page, problems } = ui);
   });
   after(() => ui?.close());
@@ -32,12 +32,21 @@ describe('dashboard in Chromium: machines', () => {
     const dialog = page.getByRole('dialog', { name: 'Create machine' });
     await dialog.getByLabel('Name').fill('research-agent');
     await dialog.getByLabel('Labels').fill('team=research\nenv=staging');
+    const env = dialog.getByLabel('Environment');
+    await env.fill('9LIVES=x');
+    assert.match(await env.evaluate((input: HTMLTextAreaElement) => input.validationMessage), /Line 1: write each variable as NAME=value/);
+    await env.fill('API_TOKEN=s3cret value=1\nDEBUG=');
+    const image = dialog.getByLabel('Image');
+    assert.equal(await image.inputValue(), 'default');
+    await image.selectOption('python');
     await dialog.getByRole('button', { name: 'Create machine' }).click();
     const token = await dialog.getByRole('textbox', { name: 'MCP token' }).inputValue();
     assert.match(token, /^tmm_[0-9A-Za-z]{38}$/);
     firstToken = token;
     const [machine] = await machinesApi();
-    assert.deepEqual([machine.name, machine.labels], ['research-agent', { team: 'research', env: 'staging' }]);
+    assert.deepEqual([machine.name, machine.labels, machine.envNames, machine.image], ['research-agent', { team: 'research', env: 'staging' }, ['API_TOKEN', 'DEBUG'], 'python']);
+    const row = await live.app.deps.db.selectFrom('machines').select('env_sealed').where('id', '=', machine.id).executeTakeFirstOrThrow();
+    assert.deepEqual(JSON.parse(live.app.deps.secrets.open(row.env_sealed!)), { API_TOKEN: 's3cret value=1', DEBUG: '' });
     await dialog.getByText(`/api/machines/${machine.id}/mcp`).waitFor();
     await dialog.getByRole('button', { name: 'Done' }).click();
     assert.ok(!(await page.content()).includes(token), 'the token left with its dialog');
@@ -83,6 +92,25 @@ describe('dashboard in Chromium: machines', () => {
     await dialog.waitFor({ state: 'detached' });
     assert.ok(!(await page.content()).includes(token), 'the token left with its dialog');
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), 'New MCP token for research-agent', 'focus is back on the button');
+  });
+
+  test('pause, then resume (CONTRACT 20): the list pauses nothing (the machine page does); a paused machine offers Resume and Stop, not its live view', async () => {
+    // Four actions fit a running machine's row at 1024 px (layout.test.ts): Pause is on the machine's own page.
+    assert.equal(await page.getByRole('button', { name: 'Pause research-agent' }).count(), 0);
+    const [machine] = await machinesApi();
+    const paused = await live.app.inject({ method: 'POST', url: `/api/machines/${machine.id}/pause`, headers: asSession(user.session, live.baseUrl) });
+    assert.equal(paused.statusCode, 200, paused.body);
+    // The list polls only while a machine is on its way: a change made elsewhere shows on the next visit.
+    await page.reload();
+    await rowOf('research-agent', 'paused').waitFor({ timeout: SETTLE_MS });
+    assert.equal((await machinesApi())[0].status, 'paused');
+    await rowOf('research-agent').locator('.badge', { hasText: 'Paused' }).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Pause research-agent' }).count(), 0);
+    assert.equal(await page.getByRole('button', { name: 'Live view of research-agent' }).count(), 0);
+    await page.getByRole('button', { name: 'Stop research-agent' }).waitFor();
+    await page.getByRole('button', { name: 'Resume research-agent' }).click();
+    await rowOf('research-agent', 'running').waitFor({ timeout: SETTLE_MS });
+    assert.equal((await machinesApi())[0].status, 'running');
   });
 
   test('stop, start, then destroy after confirming', async () => {

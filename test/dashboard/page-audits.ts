@@ -132,14 +132,24 @@ export async function walkTabStops(page: Page, maxStops = 120): Promise<TabStop[
   return stops;
 }
 
-/** Role and accessible name of the focused element, from Chromium's accessibility tree. */
+/**
+ * Role and accessible name of the focused element, from Chromium's accessibility tree.
+ * A page that redraws (a polled list) can replace the node between the two
+ * calls; the question is then asked again of the new one.
+ */
 async function focusedLabel(cdp: CDPSession): Promise<string> {
-  const { root } = await cdp.send('DOM.getDocument', { depth: 0 });
-  const { nodeId } = await cdp.send('DOM.querySelector', { nodeId: root.nodeId, selector: ':focus' });
-  if (!nodeId) return '(nothing focused)';
-  const { nodes } = await cdp.send('Accessibility.getPartialAXTree', { nodeId, fetchRelatives: false });
-  const node = nodes[0];
-  return `${node?.role?.value ?? '?'} "${String(node?.name?.value ?? '').trim()}"`;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const { root } = await cdp.send('DOM.getDocument', { depth: 0 });
+      const { nodeId } = await cdp.send('DOM.querySelector', { nodeId: root.nodeId, selector: ':focus' });
+      if (!nodeId) return '(nothing focused)';
+      const { nodes } = await cdp.send('Accessibility.getPartialAXTree', { nodeId, fetchRelatives: false });
+      const node = nodes[0];
+      return `${node?.role?.value ?? '?'} "${String(node?.name?.value ?? '').trim()}"`;
+    } catch (error) {
+      if (attempt >= 5 || !/Could not find node/.test(String(error))) throw error;
+    }
+  }
 }
 
 /**

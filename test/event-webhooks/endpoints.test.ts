@@ -152,12 +152,13 @@ describe('event webhook endpoints API', () => {
     assert.equal(row.secret, rotated.json().secret);
   });
 
-  test('the event-type catalog lists every type of spec 6.1 with a description', async () => {
+  test('the event-type catalog lists every type of spec 6.1 (and CONTRACT 20) with a description', async () => {
     const response = await as(user)('GET', '/api/event-webhooks/event-types');
     assert.equal(response.statusCode, 200);
     const types = response.json().data as Array<{ type: string; description: string }>;
     assert.deepEqual(types.map((t) => t.type), Object.keys(EVENT_TYPES));
-    assert.equal(types.length, 9);
+    assert.equal(types.length, 11, 'spec 6.1\'s nine, and CONTRACT 20\'s machine.paused and machine.resumed');
+    for (const type of ['machine.paused', 'machine.resumed']) assert.ok(types.some((t) => t.type === type), type);
     assert.ok(types.every((t) => t.description.length > 10));
   });
 

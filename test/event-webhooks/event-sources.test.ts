@@ -188,11 +188,23 @@ describe('every event type, from the public API to a real HTTPS receiver', () =>
     assertMachineEvent(ofType(events, 'machine.stopped'), 'machine.stopped', machine, 'stopped', { reason: 'after webhook deploy' }, ctx.clock.now());
   });
 
+  test('machine.paused and machine.resumed (CONTRACT 20), to an endpoint subscribed to "*"', async () => {
+    const machine = await createMachine(owner, { name: 'napper', labels: { team: 'infra' } });
+    await finishBoot(ctx);
+    await received('machine.created');
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
+    const [paused] = await received('machine.paused');
+    assertMachineEvent(paused, 'machine.paused', machine, 'paused', {}, ctx.clock.now());
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/resume`)).statusCode, 200);
+    const [resumed] = await received('machine.resumed');
+    assertMachineEvent(resumed, 'machine.resumed', machine, 'running', {}, ctx.clock.now());
+  });
+
   test('every type of spec 6.1 arrived, and nothing else', () => {
     const types = new Set(hook.requests.map((request) => request.headers['service-event']));
     assert.deepEqual([...types].sort(), [
       'machine.claimed', 'machine.created', 'machine.destroyed', 'machine.error', 'machine.expired',
-      'machine.started', 'machine.stopped', 'run.failed', 'run.succeeded',
+      'machine.paused', 'machine.resumed', 'machine.started', 'machine.stopped', 'run.failed', 'run.succeeded',
     ]);
     assert.equal(new Set(hook.requests.map((request) => request.headers['service-delivery'])).size, seen.size, 'no unexpected deliveries');
   });

@@ -92,17 +92,21 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
     const numeric = operations.flatMap((operation) =>
       Object.entries(operation.body?.properties ?? {})
         .filter(([, schema]) => schema.type === 'integer' || schema.type === 'number')
-        .map(([field]) => ({ operation, field })),
+        .map(([field, schema]) => ({ operation, field, schema })),
     );
     assert.ok(numeric.length >= 2, 'the pools\' counts are found');
-    for (const { operation, field } of numeric) {
+    for (const { operation, field, schema } of numeric) {
       // The other required fields, valid (a key repeated later wins, so the field under test overrides its sample).
       const base = operation.path === '/api/billing/payment-method'
         ? '{"number":"4242424242424242","cvc":"123","expMonth":12,"expYear":2030,'
         : operation.path === '/api/machines/{id}/runs'
           ? '{"command":"true",'
-          : operation.method === 'POST' ? '{"name":"n1","size":"small",' : '{';
-      for (const text of BAD_BODY_NUMBERS) {
+          : operation.path === '/api/machines/{id}/previews'
+            ? '{"port":80,'
+            : operation.method === 'POST' ? '{"name":"n1","size":"small",' : '{';
+      // '21' and '2.5e1' stand for past the maximum (a pool's count); a port's is 65535.
+      const past = (schema.maximum ?? 20) + 1;
+      for (const text of BAD_BODY_NUMBERS.map((bad) => (bad === '21' ? String(past) : bad === '2.5e1' ? `${past / 10}e1` : bad))) {
         const response = await ctx.app.inject({
           method: operation.method as 'POST',
           url: urlOf(operation),

@@ -32,8 +32,11 @@ describe('a real command outlives the worker that started it', { skip, timeout: 
     database = await freshDatabase(join(dir, 'service.db'));
     db = connectDatabase(database.url, database.schema ? { schema: database.schema } : {}).db;
     const env = { DATABASE_URL: urlWithSchema(database), MAIL_DIR: join(dir, 'mail'), RATE_LIMIT: 'off', MACHINE_PROVIDER: 'docker', ...DOCKER_TEST_ENV };
+    // Each kept as soon as it runs: a later one failing to start must not leave the earlier ones running.
     api = await startServiceProcess({ ...env, ROLE: 'api' });
-    processes.push(api, await startServiceProcess({ ...env, ROLE: 'worker' }), await startServiceProcess({ ...env, ROLE: 'worker' }));
+    processes.push(api);
+    processes.push(await startServiceProcess({ ...env, ROLE: 'worker' }));
+    processes.push(await startServiceProcess({ ...env, ROLE: 'worker' }));
     const json = { 'content-type': 'application/json', origin: api.url };
     const registered = await fetch(`${api.url}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email: 'docker-takeover@example.com', password: 'correct horse battery', name: 'D' }) });
     const cookie = String(registered.headers.get('set-cookie')).split(';')[0]!;

@@ -61,6 +61,19 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
     return error ?? (call.content[0] as { text: string }).text;
   }
 
+  test('machine_create takes env (answered by its names only) and an image by name; a bad env name is the API’s 400', async () => {
+    const client = await connect('/api/mcp', owner.key);
+    const created = jsonOf(await client.callTool({ name: 'machine_create', arguments: { name: 'env-made', image: 'default', env: { API_TOKEN: 'mcp-secret-value' } } }));
+    assert.deepEqual([created.envNames, created.image], [['API_TOKEN'], 'default']);
+    assert.ok(!JSON.stringify(created).includes('mcp-secret-value'));
+    const row = await ctx.app.deps.db.selectFrom('machines').select('env_sealed').where('id', '=', String(created.id)).executeTakeFirstOrThrow();
+    assert.deepEqual(JSON.parse(ctx.app.deps.secrets.open(row.env_sealed!)), { API_TOKEN: 'mcp-secret-value' });
+    const unknownImage = toolError(await client.callTool({ name: 'machine_create', arguments: { name: 'x', image: 'nope' } }));
+    assert.equal(typeof unknownImage === 'string' ? unknownImage : unknownImage.status, 400);
+    const badName = await client.callTool({ name: 'machine_create', arguments: { name: 'x', env: { '1X': 'y' } } });
+    assert.equal((badName as CallToolResult).isError, true);
+  });
+
   test('the platform server (API key) lists the machine tools and answers with the HTTP API’s JSON', async () => {
     const client = await connect('/api/mcp', owner.key);
     const tools = (await client.listTools()).tools;

@@ -36,7 +36,8 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const deadline = Date.now() + 30_000;
+  // As long as a start-up may take (src/app.ts PLUGIN_START_MS): a busy engine slows the machines plugin's.
+  const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}: ${stderr}`);
     try {

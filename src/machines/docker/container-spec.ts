@@ -1,8 +1,16 @@
 import type Docker from 'dockerode';
 import type { MachineSize } from '../../config.ts';
 import type { ProviderMachine } from '../provider.ts';
-import { RECORDS_DIR } from './run-script.ts';
 
+/** The volume that holds the agent's binaries, mounted read-only into every machine at AGENT_DIR. */
+export const AGENT_VOLUME = 'machine-platform-agent';
+export const AGENT_DIR = '/opt/machine-platform';
+/** A link to the newest binary the service installed: a machine starts whatever it names at its start. */
+export const AGENT_PATH = `${AGENT_DIR}/agent`;
+/** The agent's socket in a machine (its default: agent/API.md). */
+export const AGENT_SOCKET = '/run/machine-platform/agent.sock';
+/** Where the agent keeps its records of runs and processes in a machine (on its disk: they outlive the service, not the machine's stop). */
+export const RECORDS_DIR = '/var/lib/machine-platform';
 /** Every container of a machine carries its id under this label: a restarted service finds what exists. */
 export const MACHINE_ID_LABEL = 'machine-platform.machine-id';
 
@@ -24,13 +32,18 @@ export const MACHINE_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID'
  * the machine has no way out: never the engine's own resolver (127.0.0.11),
  * which would answer other containers' names and forward the rest from inside
  * the machine to the host's resolver, a private address the firewall drops.
- * Then the image's own machine init when it has one (the default image: a
- * desktop), else a shell that waits. Either exits 0 on TERM: a stop in order.
+ * Then the machine agent (agent/, from the read-only agent volume: whatever
+ * binary the service installed last), in the background, started again a
+ * second after it ends (killed for memory, say): a machine is never left with
+ * nothing to run its commands. Then the image's own machine init when it has one (the default
+ * image: a desktop), else a shell that waits. Either exits 0 on TERM: a stop
+ * in order.
  */
 const MACHINE_INIT = [
   '/bin/sh',
   '-c',
   `if [ -n "\${MACHINE_NAMESERVER:-}" ]; then echo "nameserver $MACHINE_NAMESERVER" > /etc/resolv.conf; else echo '# This machine has no way out, so no nameserver.' > /etc/resolv.conf; fi 2>/dev/null
+(while :; do ${AGENT_PATH} serve --records ${RECORDS_DIR}; sleep 1; done) </dev/null >/dev/null 2>&1 &
 if [ -x /usr/local/lib/machine-platform/init ]; then exec /usr/local/lib/machine-platform/init; fi
 mkdir -p ${RECORDS_DIR}
 trap 'exit 0' TERM INT
@@ -55,6 +68,18 @@ export interface ContainerSettings {
   nameserver: string | null;
   /** Whether the engine enforces a container's disk size (disk-limits.ts): a limit that would not hold is not set. */
   limitDisk: boolean;
+  /** The environment its creator gave (issue 41); what the platform sets itself wins over it. */
+  env?: Record<string, string>;
+}
+
+/**
+ * The container's environment: the creator's, then the platform's over it.
+ * Everything in the machine starts from it (its init, the agent, and so every
+ * command, process and terminal the agent starts: agent/commands.go), so it is
+ * given once, when the container is made; one name, one entry.
+ */
+function containerEnv(user: Record<string, string>, platform: Record<string, string>): string[] {
+  return Object.entries({ ...user, ...platform }).map(([name, value]) => `${name}=${value}`);
 }
 
 /** Everything the engine is told about a machine's container, in one place, from its size. */
@@ -69,7 +94,11 @@ export function containerSpec(machine: ProviderMachine, settings: ContainerSetti
     WorkingDir: '/root',
     User: 'root',
     // The machine init's display (the default image's) takes its size from here.
-    Env: ['DISPLAY=:1', `MACHINE_SCREEN=${machine.screen.width}x${machine.screen.height}`, ...(settings.nameserver ? [`MACHINE_NAMESERVER=${settings.nameserver}`] : [])],
+    Env: containerEnv(settings.env ?? {}, {
+      DISPLAY: ':1',
+      MACHINE_SCREEN: `${machine.screen.width}x${machine.screen.height}`,
+      ...(settings.nameserver ? { MACHINE_NAMESERVER: settings.nameserver } : {}),
+    }),
     Labels: { [MACHINE_ID_LABEL]: machine.id },
     HostConfig: {
       Init: true,
@@ -86,6 +115,7 @@ export function containerSpec(machine: ProviderMachine, settings: ContainerSetti
       CapAdd: [...MACHINE_CAPABILITIES],
       SecurityOpt: ['no-new-privileges'],
       NetworkMode: settings.network,
+      Mounts: [{ Type: 'volume', Source: AGENT_VOLUME, Target: AGENT_DIR, ReadOnly: true }],
       Dns: settings.nameserver ? [settings.nameserver] : [],
       ...(settings.limitDisk ? { StorageOpt: { size: String(size.diskBytes) } } : {}),
       RestartPolicy: { Name: 'no' },

@@ -2,18 +2,21 @@ import Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import { ConfigError, DEFAULT_MACHINE_IMAGE, type MachinesConfig } from '../../config.ts';
 import { SECOND } from '../../shared/clock.ts';
+import type { Sealer } from '../../shared/sealing.ts';
 import type { MachineProvider, ProviderMachine, ProviderRun } from '../provider.ts';
 import { MACHINE_ID_LABEL, containerName, type ContainerSettings } from './container-spec.ts';
-import { execIn } from './exec.ts';
+import { agentConnections } from './agent-connection.ts';
+import { installAgent } from './agent-install.ts';
 import { dockerFiles } from './files.ts';
+import { dockerMetrics } from './metrics.ts';
 import { dockerProcesses } from './processes.ts';
 import { dockerScreen } from './screen.ts';
-import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, statusCodeOf, stopMachine } from './lifecycle.ts';
+import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, pauseMachine, resumeMachine, statusCodeOf, stopMachine } from './lifecycle.ts';
 import { EGRESS_NETWORK, INTERNAL_NETWORK, ensureNetworks, installFirewall } from './network.ts';
 import { diskWarning, probeDiskLimits, type DiskLimits } from './disk-limits.ts';
 import { egressGateway, ensureResolver } from './resolver.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
-import { parseRunAnswer, RUN_SCRIPT, type RunRecord } from './run-script.ts';
+import { duplexOf, type AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
 
 /** How often a running machine is looked at anyway, should the engine's event of its end be missed. */
@@ -36,10 +39,11 @@ export interface DockerProvider extends MachineProvider {
  * its size's CPUs, memory and processes as the engine's limits, unprivileged,
  * on a network that reaches the internet or nothing (MACHINE_EGRESS) and
  * never the host. A stop keeps the container, and so its whole disk; a
- * destroy removes it with its volumes. Commands run through the engine's
- * exec under their run ids (run-script.ts).
+ * destroy removes it with its volumes. Everything inside a machine goes
+ * through its agent (agent/, reached over one engine exec per machine):
+ * commands under their run ids, processes, files, the screen's tools.
  */
-export function createDockerProvider(config: Readonly<MachinesConfig>, logger: FastifyBaseLogger): DockerProvider {
+export function createDockerProvider(config: Readonly<MachinesConfig>, logger: FastifyBaseLogger, secrets: Sealer): DockerProvider {
   const docker = new Docker();
   const sizes = Object.keys(config.sizes);
   const network = config.egress ? EGRESS_NETWORK.name : INTERNAL_NETWORK.name;
@@ -47,15 +51,18 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   let nameserver: string | null = null;
   let diskLimits: DiskLimits = { enforced: false, why: 'the engine was not asked yet' };
   const settingsOf = (machine: ProviderMachine): ContainerSettings => ({
-    image: config.image,
+    // A name MACHINE_IMAGES no longer lists: the base image, rather than a machine that cannot start again.
+    image: (machine.image !== undefined && config.images[machine.image]) || config.image,
     size: config.sizes[machine.size] ?? config.sizes[sizes[0]!]!,
     network,
     nameserver: config.egress ? nameserver : null,
     limitDisk: diskLimits.enforced,
   });
+  // Opened only where the container is made: the values live in the machine, nowhere else in the service.
+  const envOf = (machine: ProviderMachine): Record<string, string> => (machine.sealedEnv ? (JSON.parse(secrets.open(machine.sealedEnv)) as Record<string, string>) : {});
   const containerOf = (machineId: string) => docker.getContainer(containerName(machineId));
-  const container = (machine: ProviderMachine) => containerOf(machine.id);
-  const display = dockerScreen(containerOf);
+  const agents = agentConnections(containerOf, logger);
+  const display = dockerScreen(agents);
 
   return {
     name: 'docker',
@@ -78,7 +85,17 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
           throw new ConfigError(`MACHINE_IMAGE: ${image} (${why}) is not on the Docker engine; build it with \`npm run machine-image\``);
         }
       }
+      for (const [name, image] of Object.entries(config.images)) {
+        try {
+          await docker.getImage(image).inspect();
+        } catch (error) {
+          if (statusCodeOf(error) !== 404) throw error;
+          throw new ConfigError(`MACHINE_IMAGES: ${image} (the image "${name}") is not on the Docker engine; pull or build it first`);
+        }
+      }
       await ensureNetworks(docker);
+      const agent = await installAgent(docker, DEFAULT_MACHINE_IMAGE);
+      logger.debug({ agent }, 'the machine agent is installed');
       const gateway = await egressGateway(docker);
       // Independent, and each a container's round trip: at once.
       [, , diskLimits] = await Promise.all([
@@ -104,7 +121,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     async observe(machine, now) {
       if (machine.status === 'starting') {
         try {
-          await ensureRunning(docker, machine, settingsOf(machine));
+          await ensureRunning(docker, machine, { ...settingsOf(machine), env: envOf(machine) });
         } catch (error) {
           // The engine out of reach: asked again later. The engine refusing: the boot failed.
           if (statusCodeOf(error) === undefined) throw error;
@@ -115,39 +132,45 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       }
       const info = await inspectMachine(docker, machine.id);
       if (info === null) return { observation: { status: 'error', reason: 'crash', message: "The machine's container is gone." }, checkAt: null };
-      if (info.State.Running) return { observation: null, checkAt: now + SAFETY_CHECK_MS };
+      // A paused container still counts as running for the engine (State.Running and State.Paused): paused is the service's word for it.
+      if (info.State.Running) {
+        const seen = info.State.Paused ? 'paused' : 'running';
+        return { observation: seen === machine.status ? null : { status: seen }, checkAt: now + SAFETY_CHECK_MS };
+      }
       return { observation: observationOfExit(info.State, describeBytes(settingsOf(machine).size.memoryBytes)), checkAt: null };
     },
 
     stop: (machine) => stopMachine(docker, machine.id, STOP_GRACE_SECONDS),
     destroy: (machine) => destroyMachine(docker, machine.id),
+    pause: (machine) => pauseMachine(docker, machine.id),
+    resume: (machine) => resumeMachine(docker, machine.id),
 
-    async runCommand(machine, run: ProviderRun, signal): Promise<RunRecord | null> {
-      let answer: Buffer;
+    async runCommand(machine, run: ProviderRun, signal): Promise<AgentRunResult> {
       try {
-        ({ stdout: answer } = await execIn(
-          container(machine),
-          ['/bin/sh', '-c', RUN_SCRIPT, 'mp-run', run.id, String(run.timeoutMs / 1000), run.cwd ?? '/root', run.command],
-          { env: run.env, signal },
-        ));
+        return await (await agents.of(machine.id)).run(run, signal);
       } catch (error) {
-        if (signal.aborted) throw error;
-        // Not running (stopped under the run, say): what its disk recorded is the answer, if anything.
-        if (statusCodeOf(error) === 409 || statusCodeOf(error) === 404) return readRunRecord(docker, containerName(machine.id), run.id);
+        if (signal.aborted) throw signal.reason;
+        // The machine not running (stopped under the run, say): what its disk recorded is the answer, if anything.
+        if (!(await inspectMachine(docker, machine.id))?.State.Running) return readRunRecord(docker, containerName(machine.id), run.id);
         throw error;
       }
-      // No answer at all: the machine ended under the run (its script went with it), unless it still runs.
-      if (answer.length === 0 && !(await inspectMachine(docker, machine.id))?.State.Running) return readRunRecord(docker, containerName(machine.id), run.id);
-      return parseRunAnswer(answer);
     },
 
-    screen: (machine) => display.screenshot(machine),
+    // A paused machine's agent is frozen with it and would never answer: no picture (live views ask whatever the status).
+    screen: async (machine) => (machine.status === 'paused' ? null : display.screenshot(machine)),
     computer: (machine, plan) => display.computer(machine, plan),
     streamScreen: (machine) => display.stream(machine),
+    controlScreen: (machine) => display.control(machine),
+    openTerminal: async (machine, size) => (await agents.of(machine.id)).openTerminal(size),
     runScreenshot: (machine, runId) => readRunScreenshot(docker, containerName(machine.id), runId),
 
     watch: (notice) => watchEngine(docker, MACHINE_ID_LABEL, notice, logger),
-    files: dockerFiles(containerOf),
-    processes: dockerProcesses(containerOf),
+    async connectPort(machine, port) {
+      const channel = await (await agents.of(machine.id)).connectPort(port);
+      return channel === null ? null : duplexOf(channel);
+    },
+    files: dockerFiles(agents),
+    processes: dockerProcesses(agents),
+    metrics: dockerMetrics(agents, (machine) => (diskLimits.enforced ? settingsOf(machine).size.diskBytes : null), logger),
   };
 }

@@ -7,7 +7,8 @@ const RECONNECT_MS = 1000;
 /**
  * Follows the engine's events for the containers carrying `label` and calls
  * `notice` with the label's value (the machine id) when one of them ends
- * (`die`: stopped, killed, crashed, out of memory), so the machine is looked
+ * (`die`: stopped, killed, crashed, out of memory) or is paused or unpaused
+ * (by an operator's `docker pause`, or by our own pause), so the machine is looked
  * at now rather than at its next periodic check. Reconnects until stopped;
  * answers the function that stops it.
  */
@@ -18,7 +19,7 @@ export function watchEngine(docker: Docker, label: string, notice: (machineId: s
 
   const connect = async () => {
     try {
-      const events = (await docker.getEvents({ filters: { type: ['container'], event: ['die'], label: [label] } })) as NodeJS.ReadableStream;
+      const events = (await docker.getEvents({ filters: { type: ['container'], event: ['die', 'pause', 'unpause'], label: [label] } })) as NodeJS.ReadableStream;
       if (stopped) return void (events as unknown as { destroy(): void }).destroy();
       stream = events;
       let pending = '';

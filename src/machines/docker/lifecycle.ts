@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type Docker from 'dockerode';
 import type { Observation, ProviderMachine } from '../provider.ts';
 import { containerName, containerSpec, type ContainerSettings } from './container-spec.ts';
@@ -64,6 +65,45 @@ export async function stopMachine(docker: Docker, machineId: string, graceSecond
   } catch (error) {
     const status = statusCodeOf(error);
     if (status !== 304 && status !== 404) throw error;
+  }
+}
+
+/**
+ * Freezes the container's processes with the engine's pause (the cgroup
+ * freezer): memory and processes stay as they are. Nothing to do for one
+ * already paused.
+ * @throws the engine's error (a container not running, or gone).
+ */
+export async function pauseMachine(docker: Docker, machineId: string): Promise<void> {
+  const container = docker.getContainer(containerName(machineId));
+  for (let attempt = 1; ; attempt++) {
+    if ((await container.inspect()).State.Paused) return;
+    try {
+      await container.pause();
+      return;
+    } catch (error) {
+      // Paused meanwhile by another process asking the same.
+      if (statusCodeOf(error) === 409 && (await container.inspect()).State.Paused) return;
+      // The freezer can miss a process as it forks (runc: "unable to freeze"), and thaws the rest: try again shortly.
+      if (!FREEZE_MISSED.test(engineMessage(error)) || attempt >= FREEZE_ATTEMPTS) throw error;
+      await delay(FREEZE_RETRY_MS);
+    }
+  }
+}
+
+/** How runc says the cgroup freezer did not catch every process in time. */
+const FREEZE_MISSED = /unable to freeze/i;
+const FREEZE_ATTEMPTS = 5;
+const FREEZE_RETRY_MS = 200;
+
+/** Thaws a paused container; nothing to do for one not paused. @throws the engine's error (a container gone). */
+export async function resumeMachine(docker: Docker, machineId: string): Promise<void> {
+  const container = docker.getContainer(containerName(machineId));
+  if (!(await container.inspect()).State.Paused) return;
+  try {
+    await container.unpause();
+  } catch (error) {
+    if (statusCodeOf(error) !== 409 || (await container.inspect()).State.Paused) throw error;
   }
 }
 

@@ -1,7 +1,8 @@
 import type Docker from 'dockerode';
 import { extract } from 'tar-stream';
 import { statusCodeOf } from './lifecycle.ts';
-import { RECORDS_DIR, RUN_OUTPUT_LIMIT, parseRunAnswer, type RunRecord } from './run-script.ts';
+import { commandResultOf, type AgentRunResult } from '../agent/agent-client.ts';
+import { RECORDS_DIR } from './container-spec.ts';
 
 /** The files of a directory of a container, read through the engine's archive (the container need not run). */
 async function readDirectory(docker: Docker, containerName: string, path: string): Promise<Map<string, Buffer> | null> {
@@ -34,20 +35,29 @@ async function readDirectory(docker: Docker, containerName: string, path: string
 /** The picture of the screen a run's record keeps (taken as it ended); null when there is none. */
 export async function readRunScreenshot(docker: Docker, containerName: string, runId: string): Promise<Buffer | null> {
   const files = await readDirectory(docker, containerName, `${RECORDS_DIR}/runs/${runId}/screen.png`);
-  return files?.get('screen.png') ?? null;
+  const png = files?.get('screen.png');
+  return png === undefined || png.length === 0 ? null : png;
 }
 
 /**
  * A run's record on a machine that is not running (it stopped under the run):
  * its outcome if the run ended before the stop, else null (the machine cannot
- * say). Read from the container's disk, the way the run script reports it.
+ * say). Read from the container's disk, as the agent wrote it (agent/API.md).
  */
-export async function readRunRecord(docker: Docker, containerName: string, runId: string): Promise<RunRecord | null> {
+export async function readRunRecord(docker: Docker, containerName: string, runId: string): Promise<AgentRunResult> {
   const files = await readDirectory(docker, containerName, `${RECORDS_DIR}/runs/${runId}`);
   const exit = files?.get('exit')?.toString('latin1').trim();
-  if (files === null || exit === undefined) return null;
+  if (files === null || exit === undefined || exit === '') return null;
   const part = (name: string) => files.get(name) ?? Buffer.alloc(0);
-  const [stdout, stderr, output] = [part('stdout'), part('stderr'), part('output')];
-  const header = `machine-platform-run 1 ${exit} ${stdout.length} ${stderr.length} ${output.length}\n`;
-  return parseRunAnswer(Buffer.concat([Buffer.from(header, 'latin1'), stdout.subarray(0, RUN_OUTPUT_LIMIT), stderr.subarray(0, RUN_OUTPUT_LIMIT), output.subarray(0, RUN_OUTPUT_LIMIT)]));
+  const [stdoutBytes, stderrBytes, outputBytes] = (files.get('sizes')?.toString('latin1').trim().split(' ') ?? []).map(Number);
+  return commandResultOf({
+    status: exit === 'timeout' ? 'timeout' : 'exited',
+    exitCode: exit === 'timeout' ? null : Number(exit),
+    stdout: part('stdout'),
+    stderr: part('stderr'),
+    output: part('output'),
+    stdoutBytes: stdoutBytes ?? part('stdout').length,
+    stderrBytes: stderrBytes ?? part('stderr').length,
+    outputBytes: outputBytes ?? part('output').length,
+  });
 }

@@ -1,7 +1,7 @@
-import type Docker from 'dockerode';
 import type { Button, ComputerPlan, ScreenStep } from '../computer-use.ts';
 import { ActionRefused, type ComputerAnswer, type ProviderMachine, type Screenshot } from '../provider.ts';
-import { execDuplex, execIn, type ExecDuplex } from './exec.ts';
+import type { AgentChannel, AgentClient } from '../agent/agent-client.ts';
+import type { AgentConnections } from './agent-connection.ts';
 
 /** The default image's init keeps this file while it puts the desktop up (machine-image/init). */
 export const DESKTOP_STARTING_MARKER = '/tmp/.machine-platform-desktop-starting';
@@ -24,6 +24,15 @@ const KEY_CHECK = `if grep -q 'No such key name' "$e"; then grep -m1 'No such ke
 
 /** Where the default image's init serves the display over VNC, view-only, on the machine's loopback. */
 const VNC_PORT = 5901;
+/**
+ * Where the owner's control session is served: a second x11vnc on the machine's loopback that takes input,
+ * started when the owner first asks for control and left running for the next time. Live-view links only
+ * ever reach VNC_PORT, whose server ignores input whatever a viewer sends.
+ */
+export const CONTROL_VNC_PORT = 5902;
+/** Started in a session of its own (the agent's exec waits for nothing), serving the display until the machine stops. */
+const START_CONTROL_VNC = `command -v x11vnc >/dev/null 2>&1 || exit 3
+setsid x11vnc -display :1 -localhost -shared -forever -nopw -quiet -rfbport ${CONTROL_VNC_PORT} </dev/null >/dev/null 2>&1 &`;
 
 const BUTTONS: Record<Button, number> = { left: 1, middle: 2, right: 3 };
 const WHEEL = { up: 4, down: 5, left: 6, right: 7 } as const;
@@ -57,14 +66,24 @@ function commandOf(step: ScreenStep): string {
   }
 }
 
+/** A connection to a VNC server in the machine; one just started (or a machine just booted) gets five seconds to listen. */
+async function untilServing(agent: AgentClient, port: number): Promise<AgentChannel | null> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const channel = await agent.connectPort(port);
+    if (channel !== null) return channel;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return null;
+}
+
 class NoDisplay extends Error {
   override name = 'NoDisplay';
 }
 
-/** A machine's display through the engine's exec: xdotool for input, scrot for pictures, one exec per action. */
-export function dockerScreen(containerOf: (machineId: string) => Docker.Container) {
+/** A machine's display through its agent: xdotool for input, scrot for pictures, one short program per action. */
+export function dockerScreen(agents: AgentConnections) {
   async function perform(machine: ProviderMachine, script: string): Promise<Buffer> {
-    const { stdout, stderr, exitCode } = await execIn(containerOf(machine.id), ['/bin/sh', '-c', `${HAS_SCREEN}\ne=$(mktemp)\n${script}`], { exitCode: true });
+    const { stdout, stderr, exitCode } = await (await agents.of(machine.id)).exec(['/bin/sh', '-c', `${HAS_SCREEN}\ne=$(mktemp)\n${script}`]);
     if (exitCode === 3) throw new NoDisplay(`${machine.name} has no display`);
     if (exitCode === 4) throw new ActionRefused(stderr.toString('utf8').trim().replace(/^\(symbol\) /, '').replace(/\. Ignoring it\.$/, ''));
     if (exitCode !== 0) throw new Error(`the display did not answer (exit ${exitCode}): ${stderr.toString('utf8').trim()}`);
@@ -83,18 +102,27 @@ export function dockerScreen(containerOf: (machineId: string) => Docker.Containe
   return {
     /**
      * A session of the machine's view-only VNC server (the default image's
-     * init starts x11vnc on the machine's own loopback, port 5901), relayed
-     * over the exec's stdio by bash: no port of the machine is reachable from
-     * outside it, and the service reaches none. Null for an image without a
-     * screen, that server or bash.
+     * init starts x11vnc on the machine's own loopback, port 5901), relayed by
+     * the agent: no port of the machine is reachable from outside it. Null for
+     * an image without a screen or that server.
      */
-    async stream(machine: ProviderMachine): Promise<ExecDuplex | null> {
-      const container = containerOf(machine.id);
-      // A machine that has just booted may not be serving yet: a few seconds for it.
-      const ready = `command -v bash >/dev/null 2>&1 || exit 3; n=0; until bash -c 'exec 3<>/dev/tcp/127.0.0.1/${VNC_PORT}' 2>/dev/null; do n=$((n + 1)); [ "$n" -ge 50 ] && exit 3; sleep 0.1; done`;
-      const { exitCode } = await execIn(container, ['/bin/sh', '-c', `${HAS_SCREEN}\n${ready}`], { exitCode: true });
-      if (exitCode !== 0) return null;
-      return execDuplex(container, ['bash', '-c', `exec 3<>/dev/tcp/127.0.0.1/${VNC_PORT} || exit 3; cat <&3 & cat >&3; kill $! 2>/dev/null`]);
+    async stream(machine: ProviderMachine): Promise<AgentChannel | null> {
+      const agent = await agents.of(machine.id);
+      if ((await agent.exec(['/bin/sh', '-c', HAS_SCREEN])).exitCode !== 0) return null;
+      return untilServing(agent, VNC_PORT);
+    },
+
+    /**
+     * A session of the machine's VNC server that takes input (port 5902 on
+     * its loopback), started on the first call; null for an image without a
+     * screen or x11vnc.
+     */
+    async control(machine: ProviderMachine): Promise<AgentChannel | null> {
+      const agent = await agents.of(machine.id);
+      const running = await agent.connectPort(CONTROL_VNC_PORT);
+      if (running !== null) return running;
+      if ((await agent.exec(['/bin/sh', '-c', `${HAS_SCREEN}\n${START_CONTROL_VNC}`])).exitCode !== 0) return null;
+      return untilServing(agent, CONTROL_VNC_PORT);
     },
 
     /** Null for an image without a screen. */

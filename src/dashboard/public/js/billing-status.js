@@ -9,6 +9,7 @@ import { usd } from './money.js';
  * @property {string} balance
  * @property {string} currency
  * @property {Record<string, string>} prices  USD per hour, by size
+ * @property {Record<string, string>} [pausedPrices]  USD per hour of a paused machine, by size
  * @property {{ brand: string, last4: string, expMonth: number, expYear: number, createdAt: string } | null} paymentMethod
  * @property {{ amount: string, grantedAt: string | null, missing: string[] }} welcomeCredit
  */

@@ -128,6 +128,8 @@ export function billingPage({ account }) {
 function summaryContent(billing, settings, emailConfirmed) {
   const { welcomeCredit, prices } = billing;
   const priceList = Object.entries(prices).map(([size, price]) => `${size} ${pricePerHour(price)}`).join(' · ');
+  // A service older than pause (CONTRACT 20) sends no paused prices.
+  const pausedList = Object.entries(billing.pausedPrices ?? {}).map(([size, price]) => `${size} ${pricePerHour(price)}`).join(' · ');
   /** @param {boolean} done @param {string} text */
   const step = (done, text) => h('li', { class: done ? 'checklist__done' : undefined }, badge(done ? 'Done' : 'To do', done ? 'success' : 'neutral'), ' ', text);
   const empty = isEmpty(billing.balance);
@@ -136,7 +138,8 @@ function summaryContent(billing, settings, emailConfirmed) {
     h('dl', { class: 'kv' },
       h('dt', null, 'Balance'), h('dd', null, h('strong', { class: 'balance', 'data-balance': billing.balance }, money(billing.balance)),
         settings.enabled && empty ? badge('Empty', 'danger') : settings.enabled && Number(billing.balance) < Number(settings.lowBalance) ? badge('Low', 'warning') : null),
-      h('dt', null, 'Prices per hour'), h('dd', null, priceList)),
+      h('dt', null, 'Prices per hour'), h('dd', null, priceList),
+      pausedList === '' ? null : h('dt', null, 'Paused, per hour'), pausedList === '' ? null : h('dd', null, pausedList)),
     welcomeCredit.grantedAt
       ? alertBox('success', `Your welcome credit of ${usd(welcomeCredit.amount)} arrived ${formatDate(welcomeCredit.grantedAt)}.`, { class: 'alert alert--success mt-3', 'data-welcome': 'granted' })
       : h('div', { class: 'mt-3', 'data-welcome': 'pending' },

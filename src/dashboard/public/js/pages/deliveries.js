@@ -41,9 +41,12 @@ export function deliveriesSection(endpointId, onCleanup) {
   loadEventTypes().then((types) => {
     for (const type of [...types.map((t) => t.type), 'webhook.test']) typeFilter.append(h('option', { value: type }, type));
   }).catch(() => {});
-  // Other filters ask another question: the pages read for the last one go.
+  // Other filters ask another question: the pages read for the last one go, and so do
+  // their rows and their "Load older" until the new answer is drawn.
   const filtered = () => {
     deliveries.forget();
+    replace(body, loading('Loading deliveries…'));
+    replace(footer, null);
     refresh();
   };
   statusFilter.addEventListener('change', filtered);

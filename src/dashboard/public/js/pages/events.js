@@ -52,8 +52,11 @@ export function eventsPage({ query }) {
       if (typeFilter.value) address.set('type', typeFilter.value);
       if (machineFilter.value) address.set('machine', machineFilter.value);
       history.replaceState(null, '', `${location.pathname}${address.size > 0 ? `?${address}` : ''}`);
-      // Another filter asks another question: the pages read for the last one go.
+      // Another filter asks another question: the pages read for the last one go, and so do
+      // their rows and their "Load older" until the new answer is drawn.
       events.forget();
+      replace(body, loading('Loading events…'));
+      replace(footer, null);
       refresh();
     });
   }

@@ -107,6 +107,27 @@ export function parseLabels(text) {
   return labels;
 }
 
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * "NAME=value" per line into an environment (the value kept as typed, spaces and all).
+ * @param {string} text @returns {Record<string, string> | string} the variables, or what is wrong
+ */
+export function parseEnv(text) {
+  /** @type {Record<string, string>} */
+  const env = {};
+  for (const [index, raw] of text.split('\n').entries()) {
+    const line = raw.replace(/\r$/, '');
+    if (line.trim() === '') continue;
+    const at = line.indexOf('=');
+    const name = at < 0 ? line.trim() : line.slice(0, at).trim();
+    if (at <= 0 || !ENV_NAME.test(name)) return `Line ${index + 1}: write each variable as NAME=value, the name of letters, digits and _ (not starting with a digit).`;
+    env[name] = line.slice(at + 1);
+  }
+  if (Object.keys(env).length > 64) return 'At most 64 variables.';
+  return env;
+}
+
 /** @param {() => Promise<void>} refresh */
 export function openCreateDialog(refresh) {
   const name = field({ label: 'Name', name: 'name', required: true, maxlength: 100, placeholder: 'e.g. research-agent-1' });
@@ -134,6 +155,16 @@ export function openCreateDialog(refresh) {
         h('a', { href: step.href }, step.label)), { 'data-next-step': '' }));
     }
   }, () => {});
+  // The images the operator offers (GET /api/images): a choice only when there is more than the base one.
+  const imageId = 'machine-image';
+  const image = /** @type {HTMLSelectElement} */ (h('select', { id: imageId, name: 'image', class: 'select' }, h('option', { value: 'default' }, 'default')));
+  const imageField = h('div', { class: 'field', hidden: true, 'data-image-field': '' }, h('label', { for: imageId }, 'Image'), image,
+    h('div', { class: 'field__hint' }, 'What the machine is made from; the default has a desktop.'));
+  api('GET', '/api/images').then((/** @type {{ data: Array<{ name: string, default: boolean }> }} */ images) => {
+    if (images.data.length < 2) return;
+    replace(image, ...images.data.map((entry) => h('option', { value: entry.name, selected: entry.default }, entry.name)));
+    imageField.hidden = false;
+  }, () => {});
   const externalId = field({ label: 'External ID', name: 'externalId', optional: true, maxlength: 200, hint: 'Your own reference, repeated in events.' });
   const labels = field({ label: 'Labels', name: 'labels', optional: true, multiline: true, mono: true, placeholder: 'team=research\nenv=staging', hint: 'One key=value per line.' });
   const expiresAt = field({ label: 'Expires at', name: 'expiresAt', type: 'datetime-local', optional: true, hint: 'In your local time.' });
@@ -145,14 +176,24 @@ export function openCreateDialog(refresh) {
     const parsed = parseLabels(labels.input.value);
     labels.input.setCustomValidity(typeof parsed === 'string' ? parsed : '');
   });
+  const env = field({ label: 'Environment', name: 'env', optional: true, multiline: true, mono: true, placeholder: 'GITHUB_TOKEN=ghp_…\nNODE_ENV=production',
+    hint: 'One NAME=value per line, given to every command, process and terminal of the machine. Stored encrypted; only the names are shown again.' });
+  env.input.setAttribute('autocomplete', 'off');
+  env.input.setAttribute('spellcheck', 'false');
+  env.input.addEventListener('input', () => {
+    const parsed = parseEnv(env.input.value);
+    env.input.setCustomValidity(typeof parsed === 'string' ? parsed : '');
+  });
 
   const { form } = simpleForm({
     label: 'Create machine',
     fields: [
       nextStep,
       name.wrapper,
-      h('div', { class: 'form-row' }, h('div', { class: 'field' }, h('label', { for: sizeId }, 'Size'), size, sizeHint), externalId.wrapper),
+      h('div', { class: 'form-row' }, h('div', { class: 'field' }, h('label', { for: sizeId }, 'Size'), size, sizeHint), imageField),
+      externalId.wrapper,
       labels.wrapper,
+      env.wrapper,
       h('div', { class: 'form-row' }, expiresAt.wrapper, h('div', { class: 'field' }, h('label', { for: onExpireId }, 'When it expires'), onExpire)),
     ],
     submitLabel: 'Create machine',
@@ -162,8 +203,11 @@ export function openCreateDialog(refresh) {
       /** @type {Record<string, unknown>} */
       const input = { name: name.input.value.trim() };
       input.size = size.value;
+      if (image.value !== 'default') input.image = image.value;
       if (externalId.input.value.trim()) input.externalId = externalId.input.value.trim();
       if (typeof parsedLabels === 'object' && Object.keys(parsedLabels).length > 0) input.labels = parsedLabels;
+      const parsedEnv = parseEnv(env.input.value);
+      if (typeof parsedEnv === 'object' && Object.keys(parsedEnv).length > 0) input.env = parsedEnv;
       if (expiresAt.input.value) {
         input.expiresAt = new Date(expiresAt.input.value).toISOString();
         input.onExpire = onExpire.value;

@@ -4,7 +4,9 @@
 // run ended. Pictures are <img> elements loaded from the API with the session
 // cookie (same origin, so the CSP's img-src 'self' covers them); one that does
 // not load is asked about once more with fetch, which reads why (no display,
-// not running).
+// not running). "Take control" swaps the picture for the live screen that
+// takes this page's mouse and keyboard (noVNC over the owner's control
+// WebSocket, CONTRACT 19); a live-view link never can.
 import { ApiError, api, apiRaw, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { card } from '../layout.js';
@@ -13,6 +15,9 @@ import { toast } from '../toast.js';
 import { openLiveView } from './machine-dialogs.js';
 
 /** @typedef {import('./machines.js').Machine} Machine */
+
+/** noVNC's client, as the live view serves it (the @novnc/novnc package, as it is on npm). */
+const NOVNC = '/live/assets/novnc/core/rfb.js';
 
 /** How often the picture is read again while it is looked at (the live view's fallback uses the same). */
 const REFRESH_MS = 3000;
@@ -48,6 +53,7 @@ const sizeOf = (picture) => `${picture.naturalWidth} × ${picture.naturalHeight}
  * @property {HTMLElement} body
  * @property {HTMLButtonElement} refreshButton
  * @property {HTMLButtonElement} liveButton
+ * @property {HTMLButtonElement} controlButton
  * @property {boolean} showing  whether the last read showed a picture: problems are not read again on their own
  */
 
@@ -67,6 +73,54 @@ export function screenSection(machine, onCleanup) {
   let reads = 0;
   const pictures = poll(onCleanup, readPicture, REFRESH_MS);
   screen.refreshButton.addEventListener('click', () => pictures.refresh());
+  /** @type {{ disconnect: () => void } | null} noVNC's session while this page controls the screen */
+  let control = null;
+  screen.controlButton.addEventListener('click', () => (control || screen.controlButton.dataset.connecting ? stopControl(true) : void startControl()));
+  onCleanup(() => stopControl(false));
+
+  /** Shows the live screen and hands it this page's mouse and keyboard. */
+  async function startControl() {
+    pictures.pause();
+    reads += 1;
+    screen.controlButton.dataset.connecting = 'yes';
+    screen.controlButton.textContent = 'Stop control';
+    screen.refreshButton.hidden = true;
+    const { default: RFB } = await import(NOVNC);
+    if (status !== 'running' || !screen.controlButton.dataset.connecting) return;
+    const target = h('div', { class: 'screen__control', role: 'application', 'aria-label': `The screen of ${machine.name}, under your control`, dataset: { screenControl: 'connecting' } });
+    replace(screen.body, target);
+    const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+    const rfb = new RFB(target, `${scheme}://${location.host}/api/machines/${encodeURIComponent(machine.id)}/screen/control`, { shared: true });
+    rfb.viewOnly = false;
+    rfb.scaleViewport = true;
+    rfb.focusOnClick = true;
+    const session = { disconnect: () => rfb.disconnect() };
+    control = session;
+    delete screen.controlButton.dataset.connecting;
+    rfb.addEventListener('connect', () => {
+      target.dataset.screenControl = 'live';
+      rfb.focus();
+    });
+    rfb.addEventListener('disconnect', () => {
+      if (control !== session) return;
+      stopControl(true);
+      toast('Control of the screen ended.', 'info');
+    });
+  }
+
+  /** Back to watching: pictures again, when `watch` and the machine runs. @param {boolean} watch */
+  function stopControl(watch) {
+    const session = control;
+    control = null;
+    delete screen.controlButton.dataset.connecting;
+    screen.controlButton.textContent = 'Take control';
+    session?.disconnect();
+    if (!watch || status !== 'running') return;
+    screen.refreshButton.hidden = false;
+    screen.showing = false;
+    replace(screen.body, loading('Loading the screen…'));
+    pictures.refresh();
+  }
 
   const observer = new IntersectionObserver((entries) => {
     const was = inView;
@@ -87,7 +141,7 @@ export function screenSection(machine, onCleanup) {
 
   /** @returns {Promise<boolean>} whether to read it again: a picture is shown and looked at */
   async function readPicture() {
-    if (status !== 'running') return false;
+    if (status !== 'running' || control !== null || screen.controlButton.dataset.connecting) return false;
     const read = ++reads;
     try {
       // A new address each time: the picture is never one the browser kept.
@@ -119,6 +173,7 @@ export function screenSection(machine, onCleanup) {
       pictures.refresh();
       return;
     }
+    stopControl(false);
     pictures.pause();
     reads += 1;
     screen.showing = false;
@@ -137,15 +192,16 @@ function screenCard(machine) {
   const refreshButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Refresh'));
   const liveButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Open live view'));
   liveButton.addEventListener('click', () => openLive(machine, liveButton));
+  const controlButton = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: 'btn btn--small' }, 'Take control'));
   const body = h('div', { class: 'card__body' }, loading('Loading the screen…'));
   const element = card({
     title: 'Screen',
     id: 'screen',
     flush: true,
     description: 'What the machine’s display shows, read again every few seconds while you look at it.',
-    actions: [refreshButton, liveButton],
+    actions: [refreshButton, controlButton, liveButton],
   }, body);
-  return { element, body, refreshButton, liveButton, showing: false };
+  return { element, body, refreshButton, liveButton, controlButton, showing: false };
 }
 
 /** The API's reason for refusing the picture; null when it answers one now. @param {string} path */
@@ -163,6 +219,7 @@ async function whyNoPicture(path) {
 function showPicture(screen, picture) {
   screen.showing = true;
   screen.liveButton.hidden = false;
+  screen.controlButton.hidden = false;
   replace(screen.body, h('figure', { class: 'screen', dataset: { screen: 'shown' } },
     picture,
     h('figcaption', { class: 'screen__caption' }, h('span', { dataset: { screenSize: '' } }, sizeOf(picture)), ` · read at ${clock.format(new Date())}`)));
@@ -173,6 +230,7 @@ function showProblem(screen, error) {
   screen.showing = false;
   if (error instanceof ApiError && error.code === 'no_display') {
     screen.liveButton.hidden = true;
+    screen.controlButton.hidden = true;
     replace(screen.body, h('div', { class: 'empty', dataset: { unavailable: 'no_display' } },
       h('h3', null, 'No display'),
       h('p', null, 'This machine has no display, so there is no screen to show: its image has none, or its display was stopped.')));
@@ -190,6 +248,7 @@ function showProblem(screen, error) {
 function drawNotRunning(screen, what) {
   screen.refreshButton.hidden = what !== 'not running now';
   screen.liveButton.hidden = true;
+  screen.controlButton.hidden = true;
   replace(screen.body, h('div', { class: 'empty', dataset: { unavailable: 'invalid_state' } },
     h('h3', null, `The machine is ${what}.`),
     h('p', null, what === 'destroyed' ? 'Its screen went with it.' : 'Its screen shows here while it runs.')));

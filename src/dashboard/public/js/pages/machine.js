@@ -1,6 +1,6 @@
-// One machine: its status (start and stop), its screen (CONTRACT 16), its
-// runs, and while it runs its files and background processes (CONTRACT 15),
-// and its events.
+// One machine: its status (start, stop, pause and resume), its screen (CONTRACT 16) and
+// terminal (CONTRACT 19), its runs, and while it runs its files and background processes (CONTRACT 15),
+// its previews, its events, and its usage over the last hour (CONTRACT 19).
 import { api, ApiError, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';
@@ -9,17 +9,20 @@ import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { machineEventsSection } from './machine-events.js';
 import { filesSection } from './machine-files.js';
+import { previewsSection } from './machine-previews.js';
 import { processesSection } from './machine-processes.js';
 import { runsSection } from './machine-runs.js';
 import { screenSection } from './machine-screen.js';
-import { statusBadge } from './machines.js';
+import { terminalSection } from './machine-terminal.js';
+import { usageSection } from './machine-usage.js';
+import { statusBadge, VERB_DONE } from './machines.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
 /** @typedef {import('./machines.js').Machine} Machine */
 
 const POLL_MS = 2000;
 /** Statuses that stay until someone acts; any other is watched. */
-const SETTLED = new Set(['running', 'stopped', 'error', 'destroyed']);
+const SETTLED = new Set(['running', 'paused', 'stopped', 'error', 'destroyed']);
 
 /** @param {PageContext} context */
 export function machinePage({ params, onCleanup }) {
@@ -56,10 +59,13 @@ export function machinePage({ params, onCleanup }) {
       const files = filesSection(machine.id);
       const processes = processesSection(machine.id, onCleanup);
       const screen = screenSection(machine, onCleanup);
+      const terminal = terminalSection(machine, onCleanup);
       const events = machineEventsSection(machine.id);
-      // The screen, files, processes and events are read again whenever the machine's status changes.
-      watchers = [screen, files, processes, events];
-      replace(sections, screen.element, runs.element, files.element, processes.element, events.element);
+      const usage = usageSection(machine.id, onCleanup);
+      const previews = previewsSection(machine.id);
+      // The screen, terminal, files, processes, previews, events and usage are read again whenever the machine's status changes.
+      watchers = [screen, terminal, files, processes, previews, events, usage];
+      replace(sections, screen.element, terminal.element, runs.element, files.element, processes.element, previews.element, events.element, usage.element);
       started = true;
     }
     for (const watcher of watchers) watcher.setStatus(machine.status);
@@ -69,14 +75,16 @@ export function machinePage({ params, onCleanup }) {
   /** @param {Machine} machine */
   function drawHeader(machine) {
     const focused = document.activeElement instanceof HTMLElement && header.contains(document.activeElement) ? document.activeElement.textContent : null;
-    /** @param {'start' | 'stop'} verb */
+    /** @param {import('./machines.js').MachineVerb} verb */
     const change = (verb) => {
-      const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: verb === 'start' ? 'btn btn--primary' : 'btn' }, verb === 'start' ? 'Start' : 'Stop'));
+      const primary = verb === 'start' || verb === 'resume';
+      const label = verb.charAt(0).toUpperCase() + verb.slice(1);
+      const button = /** @type {HTMLButtonElement} */ (h('button', { type: 'button', class: primary ? 'btn btn--primary' : 'btn' }, label));
       button.addEventListener('click', async () => {
         button.disabled = true;
         try {
           await api('POST', `${path}/${verb}`);
-          toast(`${machine.name}: ${verb === 'start' ? 'starting' : 'stopping'}.`);
+          toast(`${machine.name}: ${VERB_DONE[verb]}.`);
           await load();
         } catch (error) {
           button.disabled = false;
@@ -86,7 +94,8 @@ export function machinePage({ params, onCleanup }) {
       return button;
     };
     const actions = [];
-    if (machine.status === 'running') actions.push(change('stop'));
+    if (machine.status === 'running') actions.push(change('pause'), change('stop'));
+    if (machine.status === 'paused') actions.push(change('resume'), change('stop'));
     if (machine.status === 'stopped' || machine.status === 'error') actions.push(change('start'));
     replace(header, pageHeader({
       title: machine.name,
