@@ -166,8 +166,11 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
 
   test('a machine whose display is gone answers the screen tools with no_display', async () => {
     const machine = await runningMachine({ name: 'headless' });
-    await run(machine.id, 'pkill -TERM Xvfb; sleep 1');
     const { call } = await agentOf(machine);
+    // The init starts Xvfb after the machine is running: on a loaded host a kill sent at once finds no
+    // server, and the one started after it answers. Wait for the desktop, then for the server's end.
+    imageOf(await call('screenshot'));
+    await run(machine.id, 'pkill -TERM -x Xvfb; while pgrep -x Xvfb >/dev/null; do sleep 0.1; done');
     for (const [name, args] of [['screenshot', {}], ['computer', { action: 'left_click', coordinate: [1, 1] }]] as const) {
       const result = await call(name, args);
       assert.equal(result.isError, true);
