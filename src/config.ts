@@ -31,7 +31,7 @@ export interface MachineSize {
   memoryBytes: number;
   /** Processes (and threads) at once. */
   pids: number;
-  /** The machine's disk: what it may write, its image's files included. Enforced only where the engine can (disk-limits.ts). */
+  /** The machine's disk: what it may write (on btrfs with full quota groups, its image's files too). Enforced only where the engine can (disk-limits.ts). */
   diskBytes: number;
 }
 

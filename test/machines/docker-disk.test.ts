@@ -25,7 +25,7 @@ describe('disk limits of real machines', { skip, timeout: 600_000 }, () => {
     if (!enforced && process.env.MACHINE_DOCKER_TESTS === 'required') {
       throw new Error('MACHINE_DOCKER_TESTS=required, but this engine cannot limit disks: run it on btrfs (bash scripts/docker-engine.sh)');
     }
-    app = await startDockerApp({ env: { MACHINE_SIZES: 'small=1/1g/512/2g', MACHINE_PRICES: 'small=0.05' } });
+    app = await startDockerApp({ env: { MACHINE_SIZES: 'small=1/1g/512/1g', MACHINE_PRICES: 'small=0.05' } });
   });
   after(async () => {
     await app?.close();
@@ -53,13 +53,13 @@ describe('disk limits of real machines', { skip, timeout: 600_000 }, () => {
     const machine = await runningMachine('filler');
     const other = await runningMachine('neighbour');
     const info = await engine().getContainer(containerName(machine)).inspect();
-    assert.equal((info.HostConfig as { StorageOpt?: Record<string, string> }).StorageOpt?.size, String(2 * GIB));
+    assert.equal((info.HostConfig as { StorageOpt?: Record<string, string> }).StorageOpt?.size, String(GIB));
     // dd's words stay in memory until the space is freed: a full disk has no room for the run's record either.
-    const fill = await runToEnd(app.owner, machine, { command: 'out=$(dd if=/dev/zero of=/root/fill bs=1M count=3072 2>&1); code=$?; rm -f /root/fill; echo "$out"; echo "dd exit $code"' });
+    const fill = await runToEnd(app.owner, machine, { command: 'out=$(dd if=/dev/zero of=/root/fill bs=1M count=2048 2>&1); code=$?; rm -f /root/fill; echo "$out"; echo "dd exit $code"' });
     assert.match(String(fill.stdout), /Disk quota exceeded|No space left on device/, String(fill.stdout));
     assert.doesNotMatch(String(fill.stdout), /dd exit 0/);
     const copied = Number(/(\d+) bytes/.exec(String(fill.stdout))?.[1]);
-    assert.ok(copied < 2 * GIB, `stopped before 2 GiB: ${copied} bytes`);
+    assert.ok(copied < GIB, `stopped before 1 GiB: ${copied} bytes`);
     assert.equal((await runToEnd(app.owner, machine, { command: 'echo still here' })).stdout, 'still here\n');
     assert.equal((await runToEnd(app.owner, other, { command: 'echo fine' })).stdout, 'fine\n');
     assert.equal((await app.owner.call('GET', `/api/machines/${machine}`)).json().status, 'running');
