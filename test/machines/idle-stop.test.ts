@@ -103,6 +103,32 @@ describe('idle stop (CONTRACT 20)', () => {
     assert.deepEqual(await stopsOf(machine.id), ['idle']);
   });
 
+  test("the machine's MCP endpoint (with its machine token) and a live view are activity", async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'agent-driven', autoStopMinutes: 1 });
+    const lastActive = async () => (await findMachineById(ctx.app.deps.db, machine.id))!.last_active_at;
+    await pass(40 * SECOND);
+    const mcp = await ctx.app.inject({
+      method: 'POST',
+      url: `/api/machines/${machine.id}/mcp`,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${machine.mcpToken}` },
+      payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+    });
+    assert.equal(mcp.statusCode, 200, mcp.body);
+    assert.equal(await lastActive(), ctx.clock.now(), 'an MCP request is activity');
+
+    await pass(40 * SECOND);
+    const link = await ctx.app.inject({ method: 'POST', url: `/api/machines/${machine.id}/live-view`, headers: { authorization: `Bearer ${machine.mcpToken}` } });
+    assert.equal(link.statusCode, 201, link.body);
+    assert.notEqual(await lastActive(), ctx.clock.now(), 'making a link is not using the machine');
+    const pagePath = new URL(link.json().url).pathname;
+    assert.equal((await ctx.app.inject({ method: 'GET', url: pagePath })).statusCode, 200);
+    assert.equal(await lastActive(), ctx.clock.now(), 'a live view is activity');
+    await pass(40 * SECOND);
+    assert.equal((await machineOf(machine.id)).status, 'running', '80 s after its MCP call, 40 s after its live view');
+    await pass(30 * SECOND);
+    assert.equal((await machineOf(machine.id)).status, 'stopped');
+  });
+
   test('a run started on the machine is activity until it ends', async () => {
     const machine = await runningMachine(ctx, owner, { name: 'runner', autoStopMinutes: 1 });
     await pass(50 * SECOND);
