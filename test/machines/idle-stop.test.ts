@@ -256,4 +256,16 @@ describe('idle stop (CONTRACT 20)', () => {
     assert.equal(await lastActive(), start + 4 * SECOND, 'the latest written at the window’s end');
     await owner.call('DELETE', `/api/machines/${machine.id}`);
   });
+
+  test('the OpenAPI document describes PATCH /api/machines/{id} and autoStopMinutes in machine answers', async () => {
+    const doc = (await ctx.app.inject({ method: 'GET', url: '/api/openapi.json' })).json();
+    const patch = doc.paths['/api/machines/{id}']?.patch;
+    assert.ok(patch, 'the route is documented');
+    const body = patch.requestBody.content['application/json'].schema;
+    assert.deepEqual([body.properties.autoStopMinutes.minimum, body.properties.autoStopMinutes.maximum, body.additionalProperties, body.minProperties], [0, 10_080, false, 1]);
+    assert.ok(Object.keys(patch.responses).includes('200') && Object.keys(patch.responses).some((code) => /^4/.test(code)));
+    assert.match(JSON.stringify(patch.responses['200']), /autoStopMinutes/);
+    const create = doc.paths['/api/machines'].post.requestBody.content['application/json'].schema;
+    assert.equal(create.properties.autoStopMinutes.maximum, 10_080);
+  });
 });
