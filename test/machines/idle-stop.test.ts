@@ -216,6 +216,26 @@ describe('idle stop (CONTRACT 20)', () => {
     assert.equal(destroyed.json().code, 'invalid_state');
   });
 
+  test('the platform MCP tool machine_update changes autoStopMinutes as PATCH does', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'tooled', autoStopMinutes: 0 });
+    const call = async (args: Record<string, unknown>) => {
+      const response = await ctx.app.inject({
+        method: 'POST',
+        url: '/api/mcp',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${owner.key}` },
+        payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'machine_update', arguments: args } },
+      });
+      assert.equal(response.statusCode, 200, response.body);
+      return response.json().result as { isError?: boolean; structuredContent?: { autoStopMinutes: number } };
+    };
+    assert.equal((await call({ id: machine.id, autoStopMinutes: 10_081 })).isError, true);
+    assert.equal((await call({ id: machine.id })).isError, true, 'nothing to change');
+    assert.equal((await machineOf(machine.id)).autoStopMinutes, 0);
+    assert.equal((await call({ id: machine.id, autoStopMinutes: 3 })).structuredContent?.autoStopMinutes, 3);
+    assert.equal((await machineOf(machine.id)).autoStopMinutes, 3);
+    await owner.call('DELETE', `/api/machines/${machine.id}`);
+  });
+
   test('create refuses a bad autoStopMinutes with a 400 and makes nothing', async () => {
     const before = (await owner.call('GET', '/api/machines?limit=100')).json().data.length;
     for (const autoStopMinutes of [-1, 10_081, 2.5, '15']) {
