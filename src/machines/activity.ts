@@ -12,8 +12,8 @@ import { recordActivity, type MachineRow } from './machines.repository.ts';
  * a run of it is unfinished. Counted as activity:
  *
  * - a request answered successfully (2xx or 3xx) on a route of ACTIVITY_ROUTES:
- *   the machine's MCP endpoint, a run started, files, processes (their list,
- *   output, input, signals), a screenshot. A refused request (401, 403, 404,
+ *   the machine's MCP endpoint, a run started, files, a process started, its
+ *   output read, input or a signal sent to it, a screenshot. A refused request (401, 403, 404,
  *   400…) counts not: it may come from anyone who knows the machine's id.
  * - traffic through a long connection, either way: a terminal's keystrokes and
  *   output, control of the screen, a live view's stream, a preview's requests,
@@ -25,9 +25,9 @@ import { recordActivity, type MachineRow } from './machines.repository.ts';
  *
  * Not activity: anything in the machine that no client is talking to (a
  * background process, a server nobody requests, a cron job of its own), and
- * reading or managing the machine's record from the database (GET and PATCH of
- * the machine, its runs list, its events, its usage graph, start/stop/pause,
- * tokens, preview settings, live-view links). So an open dashboard page on the
+ * reading or managing the machine's record (GET and PATCH of the machine, its
+ * runs list, the list of its processes and their states, its events, its usage
+ * graph, start/stop/pause, tokens, preview settings, live-view links). So an open dashboard page on the
  * record or the usage tab does not keep a machine awake; a terminal that
  * shows a program's output does, as long as output flows.
  *
@@ -52,8 +52,9 @@ const ACTIVITY_ROUTES: Record<string, readonly string[]> = {
   '/api/machines/:id/mcp': ['*'],
   '/api/machines/:id/runs': ['POST'],
   '/api/machines/:id/files': ['*'],
-  '/api/machines/:id/processes': ['*'],
-  '/api/machines/:id/processes/:procId': ['*'],
+  // Starting one; listing them or reading one's state is not (the dashboard polls the list while one runs: an
+  // open page would keep awake a machine whose background process nobody uses).
+  '/api/machines/:id/processes': ['POST'],
   '/api/machines/:id/processes/:procId/output': ['*'],
   '/api/machines/:id/processes/:procId/input': ['*'],
   '/api/machines/:id/processes/:procId/signal': ['*'],

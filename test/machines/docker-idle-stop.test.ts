@@ -44,7 +44,11 @@ describe('idle stop on a real Docker engine', { skip, timeout: 900_000 }, () => 
     await app.ctx.app.machineActivity.flush();
     const past = deps.clock.now() - 2 * MINUTE;
     await deps.db.updateTable('machines').set({ status_changed_at: past, last_active_at: past }).where('id', '=', id).execute();
+    // Looking at the list of its processes (as an open dashboard page does while one runs) is not using it.
+    assert.equal((await owner.call('GET', `/api/machines/${id}/processes`)).statusCode, 200);
+    await app.ctx.app.machineActivity.flush();
     const row = (await findMachineById(deps.db, id))!;
+    assert.equal(row.last_active_at, past);
     await inTransaction(deps.database, (tx) => scheduleIdleCheck(deps, tx, row));
 
     await untilStatus(owner, id, 'stopped', 180_000);
