@@ -53,6 +53,8 @@ export interface MachinesConfig {
    * resolvers (its /etc/resolv.conf), which machines could not reach themselves when they are private.
    */
   dnsServers: readonly string[];
+  /** MACHINE_AUTO_STOP_MINUTES: the idle stop of machines created without `autoStopMinutes` (CONTRACT 20: 15; 0: never). */
+  autoStopMinutes: number;
 }
 
 /** The service's own version: the default image's tag. */
@@ -161,6 +163,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     images: parseImages(env.MACHINE_IMAGES),
     egress: parseSwitch('MACHINE_EGRESS', env.MACHINE_EGRESS, true),
     dnsServers: parseDnsServers(env.MACHINE_DNS_SERVERS),
+    autoStopMinutes: parseInteger('MACHINE_AUTO_STOP_MINUTES', env.MACHINE_AUTO_STOP_MINUTES, 15, 0, 10_080),
   };
   const config: Config = {
     port,

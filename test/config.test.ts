@@ -58,6 +58,7 @@ describe('loadConfig', () => {
         images: {},
         egress: true,
         dnsServers: [],
+        autoStopMinutes: 15,
       },
       jobs: { pollIntervalMs: 1000 },
       billing: {
@@ -100,6 +101,9 @@ describe('loadConfig', () => {
     assert.deepEqual(config.machines.dnsServers, []);
     assert.deepEqual(loadConfig({ MACHINE_DNS_SERVERS: ' 10.0.0.2, 1.1.1.1' }).machines.dnsServers, ['10.0.0.2', '1.1.1.1']);
     assert.match(DEFAULT_MACHINE_IMAGE, /^machine-platform\/base:\d+\.\d+\.\d+/);
+    assert.equal(loadConfig({ MACHINE_AUTO_STOP_MINUTES: '0' }).machines.autoStopMinutes, 0);
+    assert.equal(loadConfig({ MACHINE_AUTO_STOP_MINUTES: '10080' }).machines.autoStopMinutes, 10_080);
+    for (const bad of ['-1', '10081', '1.5', 'never']) assert.throws(() => loadConfig({ MACHINE_AUTO_STOP_MINUTES: bad }), /MACHINE_AUTO_STOP_MINUTES/);
     const refused: Array<[Record<string, string>, string]> = [
       [{ MACHINE_SIZES: 'small=1/1g' }, 'MACHINE_SIZES'],
       [{ MACHINE_SIZES: 'small=0/1g/512' }, 'MACHINE_SIZES'],

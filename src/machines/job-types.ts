@@ -6,6 +6,8 @@ import { MINUTE, SECOND } from '../shared/clock.ts';
 export const machineCheckJob = jobType<{ machineId: string }>('machine.check');
 /** `machine.expired` at `expiresAt`, then the stop or destroy it asks for. */
 export const machineExpireJob = jobType<{ machineId: string }>('machine.expire');
+/** Idle stop (CONTRACT 20): due when a running machine would have had no activity for its autoStopMinutes. */
+export const machineIdleJob = jobType<{ machineId: string }>('machine.idle-stop');
 /** Brings a pool back to its count of warm machines. */
 export const poolRefillJob = jobType<{ poolId: string }>('pool.refill');
 /** A schedule's next tick. */

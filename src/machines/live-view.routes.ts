@@ -85,6 +85,7 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   }, async (request, reply) => {
     const page = await renderLiveView(deps, provider, request.params.token);
+    if (page.machineId !== null) await app.machineActivity.touch(page.machineId);
     return reply.code(page.status).headers(LIVE_VIEW_HEADERS).type('text/html; charset=utf-8').send(page.html);
   });
 
@@ -105,6 +106,7 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (machine === undefined) throw notFound('The live-view link');
     const shot = await provider.screen(toProviderMachine(machine)).catch(() => null);
     if (shot === null) throw notFound('A picture of the screen');
+    await app.machineActivity.touch(machine.id);
     return reply.headers({ 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' }).type(shot.contentType).send(shot.body);
   });
 
@@ -138,7 +140,7 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
       );
     }, STREAM_RECHECK_MS);
     recheck.unref();
-    const end = relay(socket, stream, () => clearInterval(recheck));
+    const end = relay(socket, stream, app.machineActivity.traffic(machine.id), () => clearInterval(recheck));
   });
 
   /**
@@ -165,12 +167,12 @@ export const liveViewRoutes: FastifyPluginAsyncTypebox = async (app) => {
       deps.logger.warn({ err, machineId: machine.id }, 'control of a machine’s screen could not reach it');
     }
     if (stream === null) return socket.close(NO_STREAM, 'no screen to control on this machine');
-    relay(socket, stream, () => {});
+    relay(socket, stream, app.machineActivity.traffic(machine.id), () => {});
   });
 };
 
-/** Bridges a WebSocket and a screen's RFB session byte for byte until either ends; answers how to end both. */
-function relay(socket: WebSocket, stream: ScreenStream, onEnd: () => void): (code: number, reason: string) => void {
+/** Bridges a WebSocket and a screen's RFB session byte for byte until either ends (each chunk either way is traffic); answers how to end both. */
+function relay(socket: WebSocket, stream: ScreenStream, traffic: () => void, onEnd: () => void): (code: number, reason: string) => void {
   let closed = false;
   const end = (code: number, reason: string) => {
     if (closed) return;
@@ -179,10 +181,17 @@ function relay(socket: WebSocket, stream: ScreenStream, onEnd: () => void): (cod
     stream.close();
     socket.close(code, reason);
   };
-  stream.output.on('data', (chunk: Buffer) => socket.send(chunk));
+  traffic();
+  stream.output.on('data', (chunk: Buffer) => {
+    traffic();
+    socket.send(chunk);
+  });
   stream.output.once('end', () => end(ENDED, 'the screen ended'));
   stream.output.once('error', () => end(ENDED, 'the screen ended'));
-  socket.on('message', (data: Buffer) => stream.write(data));
+  socket.on('message', (data: Buffer) => {
+    traffic();
+    stream.write(data);
+  });
   socket.once('close', () => end(1000, 'closed'));
   // A page that left while the session opened.
   if (socket.readyState !== socket.OPEN) end(1000, 'closed');

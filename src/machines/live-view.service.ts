@@ -20,6 +20,8 @@ export interface LiveViewLink {
 export interface LiveViewPage {
   status: 200 | 404;
   html: string;
+  /** The machine shown; null when the link is unknown or expired. */
+  machineId: string | null;
 }
 
 /**
@@ -88,7 +90,7 @@ export async function renderLiveView(deps: Deps, provider: MachineProvider, toke
   const found = await findLiveViewMachineAndLink(deps, token);
   if (found === undefined) {
     const main = '<main>\n<h1>This live-view link has expired or is unknown.</h1>\n<p>Live-view links work for 15 minutes. Ask whoever shared it for a new one.</p>\n</main>';
-    return { status: 404, html: page('Live view link expired or unknown', main, false) };
+    return { status: 404, html: page('Live view link expired or unknown', main, false), machineId: null };
   }
   const { machine, expiresAt } = found;
   // A machine that is not up (or a host that fails) shows no picture, rather than an error page.
@@ -103,7 +105,7 @@ export async function renderLiveView(deps: Deps, provider: MachineProvider, toke
 ${screen === null ? `<img id="picture" hidden alt="Screen of ${name}">\n<p>No picture of the screen: the machine is not running, or has no display.</p>` : `<img id="picture" src="${picture}" alt="Screen of ${name}, ${status}">`}
 <p id="state" role="status"></p>
 </main>`;
-  return { status: 200, html: page(`Live view: ${name}`, main, true) };
+  return { status: 200, html: page(`Live view: ${name}`, main, true), machineId: machine.id };
 }
 
 async function findLiveViewMachineAndLink(deps: Deps, token: string) {

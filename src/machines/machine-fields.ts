@@ -1,4 +1,5 @@
 import { invalidRequest } from '../http/errors.ts';
+import { AUTO_STOP_MINUTES } from './activity.ts';
 import { DEFAULT_IMAGE_NAME } from '../config.ts';
 import { unknownImage, unknownSize } from './machines.errors.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
@@ -23,6 +24,8 @@ export interface NewMachine {
   env?: Record<string, string> | undefined;
   /** A name of GET /api/images. */
   image?: string | undefined;
+  /** Idle stop: minutes without activity before the machine is stopped; 0: never (default 15). */
+  autoStopMinutes?: number | undefined;
 }
 
 
@@ -42,10 +45,11 @@ export interface MachineFields {
   screen: ScreenSize | null;
   env: Record<string, string>;
   image: string;
+  autoStopMinutes: number;
 }
 
 /** @throws AppError 400 for a blank or multi-line name, an unknown size or an expiry not in the future. */
-export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number, images: readonly string[]): MachineFields {
+export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number, images: readonly string[], defaultAutoStopMinutes: number): MachineFields {
   const name = checkName(input.name);
   if (input.size !== undefined && !provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
   let expiresAt: number | null = null;
@@ -60,7 +64,19 @@ export function checkMachineFields(provider: MachineProvider, input: NewMachine,
   const env = checkEnv(input.env ?? {});
   if (input.image !== undefined && !images.includes(input.image)) throw unknownImage(images);
   if (input.pool !== undefined && input.image !== undefined) throw invalidRequest('image cannot be chosen for a machine taken from a pool: it was made before; create the machine without pool.');
-  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null, env, image: input.image ?? DEFAULT_IMAGE_NAME };
+  const autoStopMinutes = checkAutoStopMinutes(input.autoStopMinutes ?? defaultAutoStopMinutes);
+  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null, env, image: input.image ?? DEFAULT_IMAGE_NAME, autoStopMinutes };
+}
+
+/**
+ * CONTRACT 20's bounds, for callers that come without the HTTP schema (MCP).
+ * @throws AppError 400 for anything but a whole number of minutes from 0 to 10,080.
+ */
+export function checkAutoStopMinutes(minutes: number): number {
+  if (!Number.isInteger(minutes) || minutes < AUTO_STOP_MINUTES.min || minutes > AUTO_STOP_MINUTES.max) {
+    throw invalidRequest(`autoStopMinutes must be a whole number from ${AUTO_STOP_MINUTES.min} (never) to ${AUTO_STOP_MINUTES.max} (a week).`);
+  }
+  return minutes;
 }
 
 /**

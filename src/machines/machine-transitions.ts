@@ -9,7 +9,8 @@ import { pendingRunsOf } from './runs.repository.ts';
 import { toIso } from '../shared/clock.ts';
 import { deleteLiveViewsOfMachine } from './live-views.repository.ts';
 import { emitMachineEvent } from './machine-events.ts';
-import { updateMachineIf, type MachineRow } from './machines.repository.ts';
+import { updateMachineIf, type IdleGuard, type MachineRow } from './machines.repository.ts';
+import { scheduleIdleCheck } from './activity.ts';
 import type { MachinesTable } from './machines.tables.ts';
 
 /**
@@ -22,7 +23,7 @@ import type { MachinesTable } from './machines.tables.ts';
  */
 
 /** Spec 6.1: `data.detail.reason` of `machine.stopped`. */
-export type StopReason = 'requested' | 'expired' | 'balance-empty' | 'platform' | `after schedule ${string}` | `after webhook ${string}`;
+export type StopReason = 'requested' | 'expired' | 'balance-empty' | 'platform' | 'idle' | `after schedule ${string}` | `after webhook ${string}`;
 
 /** `data.detail.reason` of `machine.destroyed`. */
 export type DestroyReason = 'requested' | 'expired' | 'pool';
@@ -38,9 +39,9 @@ export const PENDING_ACTION_GRACE_MS = 60_000;
 /** Leaving a state: nothing pending any more. */
 const SETTLED = { pending_action: null, pending_reason: null } as const;
 
-async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<MachinesTable>): Promise<MachineRow | null> {
+async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<MachinesTable>, idle?: IdleGuard): Promise<MachineRow | null> {
   const now = deps.clock.now();
-  if (!(await updateMachineIf(tx.db, row, changes, now))) return null;
+  if (!(await updateMachineIf(tx.db, row, changes, now, idle))) return null;
   // Running time is metered from the moment a machine becomes running until it leaves it, in this same transaction.
   if (changes.status !== undefined && changes.status !== row.status) {
     await meterTransition(deps, tx, row, row.status, changes.status as string, (changes.status_changed_at as number | undefined) ?? now);
@@ -79,11 +80,12 @@ export async function markStarting(deps: Deps, tx: Tx, row: MachineRow, checkAt:
  * pending, so that the host is called only by whoever won this compare-and-set,
  * and a process that dies before recording the outcome leaves work the worker
  * finishes after PENDING_ACTION_GRACE_MS. No event: `machine.stopped` or
- * `machine.destroyed` follows once the host has done it.
+ * `machine.destroyed` follows once the host has done it. With `idle` (an idle
+ * stop), only if the machine is still idle as the guard says.
  */
-export async function markStopping(deps: Deps, tx: Tx, row: MachineRow, pending: Pending): Promise<MachineRow | null> {
+export async function markStopping(deps: Deps, tx: Tx, row: MachineRow, pending: Pending, idle?: IdleGuard): Promise<MachineRow | null> {
   const now = deps.clock.now();
-  const updated = await change(deps, tx, row, { status: 'stopping', status_changed_at: now, pending_action: pending.action, pending_reason: pending.reason });
+  const updated = await change(deps, tx, row, { status: 'stopping', status_changed_at: now, pending_action: pending.action, pending_reason: pending.reason }, idle);
   if (updated !== null) await scheduleCheck(deps, tx, row.id, now + PENDING_ACTION_GRACE_MS);
   return updated;
 }
@@ -94,6 +96,7 @@ export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: 
   const updated = await change(deps, tx, row, { ...SETTLED, status: 'running', status_changed_at: now, booted_at: row.booted_at ?? now });
   if (updated === null) return null;
   await scheduleCheck(deps, tx, row.id, checkAt);
+  await scheduleIdleCheck(deps, tx, updated);
   await emitMachineEvent(deps, tx, row.booted_at === null ? 'machine.created' : 'machine.started', updated);
   const waiting = await pendingRunsOf(tx.db, row.id);
   await deps.jobs.enqueue(tx, runExecuteJob, waiting.map((run) => ({ payload: { runId: run.id } })));
@@ -114,6 +117,7 @@ export async function markResumed(deps: Deps, tx: Tx, row: MachineRow, checkAt: 
   const updated = await change(deps, tx, row, { status: 'running', status_changed_at: deps.clock.now() });
   if (updated === null) return null;
   await scheduleCheck(deps, tx, row.id, checkAt);
+  await scheduleIdleCheck(deps, tx, updated);
   await emitMachineEvent(deps, tx, 'machine.resumed', updated);
   return updated;
 }

@@ -2,11 +2,12 @@ import { balanceEmptyStopJob, balanceIsEmpty } from '../billing/enforcement.ts';
 import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Job, JobKind, Outcome } from '../jobs/job-kind.ts';
-import { SECOND } from '../shared/clock.ts';
-import { hostRetryDelay, machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
+import { MINUTE, SECOND } from '../shared/clock.ts';
+import { idleDeadline } from './activity.ts';
+import { hostRetryDelay, machineCheckJob, machineExpireJob, machineIdleJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
 import { finishPending, stopOrDestroy } from './machine-actions.ts';
 import { markError, markExpired, markPaused, markResumed, markRunning, markStopped, markStopping } from './machine-transitions.ts';
-import { activeMachinesOf, findMachineById, toProviderMachine, type MachineRow } from './machines.repository.ts';
+import { activeMachinesOf, findMachineById, hasUnfinishedRun, toProviderMachine, type MachineRow } from './machines.repository.ts';
 import { destroyMarked, refillPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
 import { executeRun } from './runs.service.ts';
@@ -108,6 +109,41 @@ async function stopForEmptyBalance(deps: Deps, provider: MachineProvider, accoun
   return changed > 0 ? { status: 'later', at: deps.clock.now() + BALANCE_STOP_RECHECK_MS } : DONE;
 }
 
+/** A busy machine (a run unfinished) is looked at again this often, or sooner when its autoStopMinutes are fewer. */
+const BUSY_RECHECK_MS = 5 * MINUTE;
+
+/**
+ * Idle stop (CONTRACT 20): a running machine with no activity (activity.ts)
+ * for its `autoStopMinutes` is stopped through the usual stop path
+ * (`machine.stopped`, reason `idle`). Due at the deadline its row said when it
+ * was scheduled; activity since moves the deadline, and the job follows it
+ * (one write per idle period, not one per activity). The stop is a
+ * compare-and-set on the version and on the idleness itself, so activity or a
+ * run that comes in between wins, whichever process runs the check. A paused
+ * machine is left alone: it already costs the paused price, and its frozen
+ * processes are what its owner asked to keep; its resume schedules the check
+ * again.
+ */
+async function stopIfIdle(deps: Deps, provider: MachineProvider, machineId: string): Promise<Outcome> {
+  for (let attempt = 0; attempt < LOST_RACE_ATTEMPTS; attempt++) {
+    const machine = await findMachineById(deps.db, machineId);
+    if (machine === undefined || machine.status !== 'running') return DONE;
+    const deadline = idleDeadline(machine);
+    if (deadline === null) return DONE;
+    const now = deps.clock.now();
+    if (deadline > now) return { status: 'later', at: deadline };
+    if (await hasUnfinishedRun(deps.db, machine.id)) return { status: 'later', at: now + Math.min(BUSY_RECHECK_MS, machine.auto_stop_minutes * MINUTE) };
+    const guard = { idleSince: now - machine.auto_stop_minutes * MINUTE };
+    const stopping = await inTransaction(deps.database, (tx) => markStopping(deps, tx, machine, { action: 'stop', reason: 'idle' }, guard));
+    if (stopping !== null) {
+      await finishPending(deps, provider, stopping);
+      return DONE;
+    }
+    // Lost: activity, a run or another change came first; read again and act on what is there.
+  }
+  return { status: 'later', at: deps.clock.now() + LOST_RACE_RECHECK_MS };
+}
+
 /** Brings a pool to its count; boots the host refuses fail the attempt, to be retried. */
 async function refillPoolJob(deps: Deps, provider: MachineProvider, poolId: string): Promise<Outcome> {
   const refill = await inTransaction(deps.database, (tx) => refillPool(deps, provider, tx, poolId));
@@ -125,6 +161,7 @@ export function machineJobKinds(deps: Deps, provider: MachineProvider) {
   return [
     hostKind(machineCheckJob, ({ machineId }) => checkMachine(deps, provider, machineId)),
     hostKind(machineExpireJob, ({ machineId }) => expireMachine(deps, provider, machineId)),
+    hostKind(machineIdleJob, ({ machineId }) => stopIfIdle(deps, provider, machineId)),
     hostKind(balanceEmptyStopJob, ({ accountId }) => stopForEmptyBalance(deps, provider, accountId)),
     hostKind(poolRefillJob, ({ poolId }) => refillPoolJob(deps, provider, poolId)),
     hostKind(scheduleTickJob, ({ scheduleId }) => fireSchedule(deps, provider, scheduleId)),

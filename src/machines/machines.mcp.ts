@@ -7,7 +7,8 @@ import { createLiveView } from './live-view.service.ts';
 import { CommandArgs, longRunNote, RunId, RunWaitMs } from './machine-tools.ts';
 import { toMachineView } from './machines.repository.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
-import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
+import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine, updateMachine } from './machines.service.ts';
+import { AUTO_STOP_MINUTES } from './activity.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
 import { pauseMachine, resumeMachine } from './pause.service.ts';
 import { SCREEN_LIMITS } from './screen-size.ts';
@@ -17,6 +18,12 @@ import type { MachineProvider } from './provider.ts';
 const MachineId = z.string().min(1).max(MACHINE_LIMITS.id).describe('Machine id (mch_…)');
 const ById = z.strictObject({ id: MachineId });
 const Status = z.enum(MACHINE_STATUSES);
+const AutoStopMinutes = z
+  .number()
+  .int()
+  .min(AUTO_STOP_MINUTES.min)
+  .max(AUTO_STOP_MINUTES.max)
+  .describe(`Idle stop: minutes without activity before the machine is stopped (reason idle); 0: never; default ${AUTO_STOP_MINUTES.default}. A background process alone is not activity`);
 const Labels = z
   .record(z.string().regex(new RegExp(MACHINE_LIMITS.labelKeyPattern)), z.string().max(MACHINE_LIMITS.labelValue))
   .refine((labels) => Object.keys(labels).length <= MACHINE_LIMITS.labels, `at most ${MACHINE_LIMITS.labels} labels`);
@@ -66,8 +73,14 @@ export function machinePlatformTools(provider: MachineProvider, wait: Readonly<T
           .optional()
           .describe(`Environment variables of every command, process and terminal of the machine (at most ${MACHINE_LIMITS.envVariables}, values up to 32 KiB); stored encrypted, never shown again`),
         image: z.string().min(1).max(50).optional().describe('An image the operator offers (GET /api/images); default: the base image'),
+        autoStopMinutes: AutoStopMinutes.optional(),
       }),
     }, (input) => createMachine(deps, provider, accountId, input));
+
+    defineTool(server, logger, 'machine_update', {
+      description: "Changes a machine's settings (as PATCH /api/machines/{id}): autoStopMinutes; what is left out stays.",
+      input: z.strictObject({ id: MachineId, autoStopMinutes: AutoStopMinutes.optional() }),
+    }, ({ id, ...changes }) => updateMachine(deps, accountId, id, changes));
 
     defineTool(server, logger, 'machine_start', {
       description: 'Boots a stopped machine; machine.started follows once it is up.',

@@ -10,6 +10,7 @@ import type { Clock } from '../shared/clock.ts';
 import type { Sealer } from '../shared/sealing.ts';
 import { DEFAULT_TOOL_WAIT, type ToolWaitOptions } from '../mcp/tools.ts';
 import { machineCheckJob } from './job-types.ts';
+import { createMachineActivity, recordRequestActivity, type MachineActivity } from './activity.ts';
 import { findMachineById } from './machines.repository.ts';
 import { deleteExpiredReceipts } from './inbound-webhooks.repository.ts';
 import { inboundWebhooksRoutes } from './inbound-webhooks.routes.ts';
@@ -35,6 +36,8 @@ import { createPreviews } from './previews/previews.service.ts';
 declare module 'fastify' {
   interface FastifyInstance {
     machineProvider: MachineProvider;
+    /** Records what keeps machines awake (activity.ts). */
+    machineActivity: MachineActivity;
   }
 }
 
@@ -84,6 +87,11 @@ export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions>; terminal
     app.retention.addKeyed('runs', ({ cutoff }, after, limit) => finishedRunIdsBefore(deps.db, idBoundAt('run', cutoff), after, limit), (_context, ids) => deleteFinishedRuns(deps.db, ids));
 
     if (deps.config.role === 'worker') return;
+    const activity = createMachineActivity(deps);
+    app.decorate('machineActivity', activity);
+    app.addHook('onClose', () => activity.flush());
+    // Before the routes: the hook applies to the routes registered after it.
+    recordRequestActivity(app, activity);
     await app.register(machinesRoutes);
     await app.register(poolsRoutes);
     await app.register(runsRoutes);
@@ -95,7 +103,7 @@ export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions>; terminal
     await app.register(terminalRoutes, options.terminalGraceMs !== undefined ? { graceMs: options.terminalGraceMs } : {});
     await app.register(machineAccessRoutes);
     await app.register(machineMetricsRoutes);
-    const previews = createPreviews(deps);
+    const previews = createPreviews(deps, activity);
     await app.register(previewsRoutes, { previews });
     // A provider that reaches no port inside machines (the simulated one) serves no previews: no tools to offer them.
     const servesPreviews = provider.connectPort !== undefined;

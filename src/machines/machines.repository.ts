@@ -1,4 +1,4 @@
-import type { Kysely, Updateable } from 'kysely';
+import { sql, type Kysely, type Updateable } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { MachinesTable, MachineStatus } from './machines.tables.ts';
@@ -26,6 +26,8 @@ export interface MachineView {
   envNames: string[];
   /** The name of its image (`default`: the service's base image). */
   image: string;
+  /** Idle stop: minutes without activity before it is stopped (reason `idle`); 0: never. */
+  autoStopMinutes: number;
   createdAt: string;
 }
 
@@ -41,6 +43,7 @@ export function toMachineView(row: MachineRow): MachineView {
     screen: screenOf(row),
     envNames: JSON.parse(row.env_names) as string[],
     image: row.image,
+    autoStopMinutes: row.auto_stop_minutes,
     createdAt: toIso(row.created_at),
   };
 }
@@ -89,22 +92,69 @@ export async function listMachineRows(
 }
 
 /**
+ * What else must hold for an idle stop to apply: recorded activity does not
+ * bump the version (it would make every stop or claim lose its race to a
+ * terminal's keystrokes), so the stop's compare-and-set also checks that no
+ * activity came after `idleSince` and that no run is unfinished.
+ */
+export interface IdleGuard {
+  idleSince: number;
+}
+
+/**
  * Compare-and-set: applies `changes` only if the machine is still at the
- * version read, and bumps it. False means someone else changed it first.
+ * version read (and, with `idle`, still idle), and bumps it. False means
+ * someone else changed it first.
  */
 export async function updateMachineIf(
   db: Kysely<DB>,
   row: Pick<MachineRow, 'id' | 'version'>,
   changes: Updateable<MachinesTable>,
   now: number,
+  idle?: IdleGuard,
 ): Promise<boolean> {
-  const result = await db
+  let query = db
     .updateTable('machines')
     .set({ ...changes, version: row.version + 1, updated_at: now })
     .where('id', '=', row.id)
-    .where('version', '=', row.version)
-    .executeTakeFirst();
+    .where('version', '=', row.version);
+  if (idle !== undefined) {
+    query = query
+      .where((eb) => eb.or([eb('last_active_at', 'is', null), eb('last_active_at', '<=', idle.idleSince)]))
+      .where((eb) => eb.not(eb.exists(unfinishedRuns(db, row.id))));
+  }
+  const result = await query.executeTakeFirst();
   return result.numUpdatedRows > 0n;
+}
+
+/** The machine's runs that are pending or running (through the partial index `runs_unfinished`, whose predicate this repeats). */
+function unfinishedRuns(db: Kysely<DB>, machineId: string) {
+  return db.selectFrom('runs').select(sql.lit(1).as('one')).where('runs.machine_id', '=', machineId).where(sql<boolean>`runs.status in ('pending', 'running')`);
+}
+
+/** Whether a run of the machine is pending or running: a busy machine is never idle. */
+export async function hasUnfinishedRun(db: Kysely<DB>, machineId: string): Promise<boolean> {
+  return (await unfinishedRuns(db, machineId).limit(1).executeTakeFirst()) !== undefined;
+}
+
+/**
+ * Records activity at `at` (never moving it back), without bumping the
+ * version: it changes no state, so no compare-and-set of a state change may
+ * lose to it.
+ */
+export async function recordActivity(db: Kysely<DB>, machineId: string, at: number): Promise<void> {
+  await db
+    .updateTable('machines')
+    .set({ last_active_at: at })
+    .where('id', '=', machineId)
+    .where((eb) => eb.or([eb('last_active_at', 'is', null), eb('last_active_at', '<', at)]))
+    .execute();
+}
+
+/** A machine's settings that may change while it exists (PATCH), without a change of state: a compare-and-set like any other. */
+export async function updateMachineSettings(db: Kysely<DB>, row: MachineRow, changes: Updateable<MachinesTable>, now: number): Promise<MachineRow | null> {
+  if (!(await updateMachineIf(db, row, changes, now))) return null;
+  return { ...row, ...changes, version: row.version + 1, updated_at: now } as MachineRow;
 }
 
 /** Warm machines of a pool, running ones first: those are the ones worth handing out. */

@@ -5,7 +5,7 @@ import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { toMachineView } from './machines.repository.ts';
 import { Type } from 'typebox';
 import { DEFAULT_IMAGE_NAME } from '../config.ts';
-import { CreateMachineBody, ImageSchema, ListMachinesQuery, MachineSchema, MachineWithTokenSchema } from './machines.schemas.ts';
+import { CreateMachineBody, ImageSchema, ListMachinesQuery, MachineSchema, MachineWithTokenSchema, UpdateMachineBody } from './machines.schemas.ts';
 import {
   createMachine,
   destroyMachine,
@@ -15,6 +15,7 @@ import {
   rotateMachineToken,
   startMachine,
   stopMachine,
+  updateMachine,
 } from './machines.service.ts';
 import { pauseMachine, resumeMachine } from './pause.service.ts';
 
@@ -47,6 +48,17 @@ export const machinesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/api/machines/:id', {
     schema: { tags, summary: 'One machine', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },
   }, async (request) => toMachineView(await getMachineRow(deps, accountIdOf(request), request.params.id)));
+
+  app.patch('/api/machines/:id', {
+    schema: {
+      tags,
+      summary: "Change a machine's settings: autoStopMinutes (idle stop); what is left out stays",
+      description: '400 invalid_request for a bad value (nothing changes); 404 for an unknown machine or one of another account; 409 invalid_state for a destroyed one.',
+      params: IdParamsSchema,
+      body: UpdateMachineBody,
+      response: responses({ 200: MachineSchema }),
+    },
+  }, async (request) => updateMachine(deps, accountIdOf(request), request.params.id, request.body));
 
   app.post('/api/machines/:id/start', {
     schema: { tags, summary: 'Boot a stopped machine (machine.started follows when it is up)', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },

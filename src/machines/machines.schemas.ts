@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { ListQuerySchema } from '../http/pagination.ts';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
+import { AUTO_STOP_MINUTES } from './activity.ts';
 
 const strict = { additionalProperties: false } as const;
 
@@ -64,6 +65,13 @@ export const ScreenSizeSchema = Type.Object(
   { ...strict, description: `The display's size in pixels (default ${DEFAULT_SCREEN.width}×${DEFAULT_SCREEN.height})` },
 );
 
+/** CONTRACT 20: idle stop. */
+export const AutoStopMinutesSchema = Type.Integer({
+  minimum: AUTO_STOP_MINUTES.min,
+  maximum: AUTO_STOP_MINUTES.max,
+  description: `Idle stop: a running machine with no activity for this many minutes is stopped (machine.stopped, reason idle); 0: never; at most ${AUTO_STOP_MINUTES.max} (a week). Default ${AUTO_STOP_MINUTES.default}. Activity is a request that reaches the machine (MCP, runs, files, processes, terminal, screen, previews, live views) or a run still running; a background process alone is not`,
+});
+
 export const CreateMachineBody = Type.Object(
   {
     name: MachineName,
@@ -76,8 +84,21 @@ export const CreateMachineBody = Type.Object(
     screen: Type.Optional(ScreenSizeSchema),
     env: Type.Optional(EnvSchema),
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 50, description: 'An image the operator offers (GET /api/images); default: the base image' })),
+    autoStopMinutes: Type.Optional(AutoStopMinutesSchema),
   },
   strict,
+);
+
+/**
+ * PATCH /api/machines/{id}: the settings a machine may change while it
+ * exists, each optional (what is left out stays); at least one. A field
+ * added later goes here, in MachineChanges and in updateMachine.
+ */
+export const UpdateMachineBody = Type.Object(
+  {
+    autoStopMinutes: Type.Optional(AutoStopMinutesSchema),
+  },
+  { ...strict, minProperties: 1 },
 );
 
 export const MachineSchema = Type.Object({
@@ -91,6 +112,7 @@ export const MachineSchema = Type.Object({
   screen: ScreenSizeSchema,
   image: Type.String({ description: 'The name of its image (GET /api/images); `default`: the base image' }),
   envNames: Type.Array(Type.String(), { description: 'The names of the environment given at create; its values are never shown' }),
+  autoStopMinutes: Type.Integer({ description: 'Idle stop: minutes without activity before the machine is stopped (reason idle); 0: never' }),
   createdAt: Timestamp,
 });
 

@@ -13,11 +13,14 @@ import {
   listMachineRows,
   toMachineView,
   updateMachineIf,
+  updateMachineSettings,
   type MachineRow,
   type MachineView,
 } from './machines.repository.ts';
-import type { MachineStatus } from './machines.tables.ts';
-import { checkMachineFields, type MachineWithToken, type NewMachine } from './machine-fields.ts';
+import type { MachinesTable, MachineStatus } from './machines.tables.ts';
+import type { Updateable } from 'kysely';
+import { scheduleIdleCheck } from './activity.ts';
+import { checkAutoStopMinutes, checkMachineFields, type MachineWithToken, type NewMachine } from './machine-fields.ts';
 import { markStarting, scheduleCheck, scheduleExpiry } from './machine-transitions.ts';
 import { claimFromPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
@@ -31,7 +34,7 @@ import type { MachineProvider } from './provider.ts';
  */
 export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
   const now = deps.clock.now();
-  const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines));
+  const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines), deps.config.machines.autoStopMinutes);
   if (input.pool !== undefined) return claimFromPool(deps, provider, accountId, input.pool, fields);
   await requireBalance(deps, accountId);
   const mcpToken = generateToken('tmm_');
@@ -58,6 +61,8 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     env_names: JSON.stringify(Object.keys(fields.env)),
     image: fields.image,
     env_sealed: Object.keys(fields.env).length === 0 ? null : deps.secrets.seal(JSON.stringify(fields.env)),
+    auto_stop_minutes: fields.autoStopMinutes,
+    last_active_at: null,
     created_at: now,
     updated_at: now,
   };
@@ -132,6 +137,32 @@ export async function destroyMachine(deps: Deps, provider: MachineProvider, acco
   if (outcome === null) throw changedMeanwhile();
   if (!outcome.ok) throw hostFailed('destroy');
   return toMachineView(outcome.machine);
+}
+
+/** What PATCH /api/machines/{id} may change; what is left out stays. */
+export interface MachineChanges {
+  autoStopMinutes?: number | undefined;
+}
+
+/**
+ * Changes a machine's settings (PATCH): each given field is checked first, so
+ * a bad one changes nothing. A new `autoStopMinutes` moves the machine's idle
+ * check in the same transaction (0 cancels it).
+ * @throws AppError 400 bad value, 404 unknown machine, 409 invalid_state for a destroyed one, 409 conflict when it changed meanwhile.
+ */
+export async function updateMachine(deps: Deps, accountId: string, id: string, input: MachineChanges): Promise<MachineView> {
+  const changes: Updateable<MachinesTable> = {};
+  if (input.autoStopMinutes !== undefined) changes.auto_stop_minutes = checkAutoStopMinutes(input.autoStopMinutes);
+  if (Object.keys(changes).length === 0) throw invalidRequest('Give at least one field to change: autoStopMinutes.');
+  const row = await getMachineRow(deps, accountId, id);
+  if (row.status === 'destroyed') throw wrongStatus('be changed', row.status);
+  const updated = await inTransaction(deps.database, async (tx) => {
+    const changed = await updateMachineSettings(tx.db, row, changes, deps.clock.now());
+    if (changed !== null && changes.auto_stop_minutes !== undefined) await scheduleIdleCheck(deps, tx, changed);
+    return changed;
+  });
+  if (updated === null) throw changedMeanwhile();
+  return toMachineView(updated);
 }
 
 /**

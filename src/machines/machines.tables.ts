@@ -43,6 +43,10 @@ export interface MachinesTable {
   env_sealed: string | null;
   /** The name of its image among the operator's (MACHINE_IMAGES); `default`: MACHINE_IMAGE. */
   image: string;
+  /** Idle stop (CONTRACT 20): stopped after this many minutes without activity; 0: never. */
+  auto_stop_minutes: number;
+  /** The last activity recorded (activity.ts says what counts), written at most every few seconds; null: none yet. */
+  last_active_at: number | null;
   created_at: number;
   updated_at: number;
 }

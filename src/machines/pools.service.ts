@@ -1,3 +1,4 @@
+import { scheduleIdleCheck } from './activity.ts';
 import { DEFAULT_IMAGE_NAME } from '../config.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { balanceIsEmpty, requireBalance } from '../billing/enforcement.ts';
@@ -206,6 +207,9 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     env_names: '[]',
     env_sealed: null,
     image: DEFAULT_IMAGE_NAME,
+    // A warm machine never idles in its pool; its claim gives it the claimer's autoStopMinutes.
+    auto_stop_minutes: 0,
+    last_active_at: null,
     created_at: now,
     updated_at: now,
   };
@@ -253,12 +257,16 @@ export async function claimFromPool(
           expires_at: fields.expiresAt,
           on_expire: fields.onExpire,
           mcp_token_hash: hashToken(mcpToken),
+          auto_stop_minutes: fields.autoStopMinutes,
+          // Its idle time counts from the claim, not from its boot in the pool.
+          last_active_at: deps.clock.now(),
         };
         const now = deps.clock.now();
         if (!(await updateMachineIf(tx.db, candidate, changes, now))) continue;
         const machine: MachineRow = { ...candidate, ...changes, version: candidate.version + 1, updated_at: now };
         await emitMachineEvent(deps, tx, 'machine.claimed', machine, { pool: { id: pool.id, name: pool.name } });
         await scheduleExpiry(deps, tx, machine);
+        await scheduleIdleCheck(deps, tx, machine);
         // A claim only ever shortens the pool, so there is no surplus to destroy.
         await refillOrRetry(deps, provider, tx, pool.id);
         return machine;

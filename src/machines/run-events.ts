@@ -2,7 +2,7 @@ import type { Tx } from '../db/transaction.ts';
 import { announce } from '../db/signals.ts';
 import { emitEvent } from '../event-webhooks/outbox.ts';
 import { runMachineSummary } from './machine-events.ts';
-import type { MachineRow } from './machines.repository.ts';
+import { recordActivity, type MachineRow } from './machines.repository.ts';
 import type { Deps } from '../deps.ts';
 import { pendingRunsOf, updateRunIf, type RunRow } from './runs.repository.ts';
 import type { RunStatus } from './runs.tables.ts';
@@ -46,6 +46,9 @@ export async function completeRun(
 ): Promise<boolean> {
   const status: RunStatus = outcome.exitCode === 0 ? 'succeeded' : 'failed';
   const now = deps.clock.now();
+  // A run's end is activity (activity.ts): the machine's idle time counts from here. The machine's row before the
+  // run's, the order every state change of a machine takes them in (markStopped fails its pending runs).
+  await recordActivity(tx.db, run.machine_id, now);
   const changed = await updateRunIf(
     tx.db,
     run.id,

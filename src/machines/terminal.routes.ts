@@ -30,7 +30,7 @@ type TerminalRequest = FastifyRequest<{ Params: { id: string }; Querystring: { t
  */
 export const terminalRoutes: FastifyPluginAsyncTypebox<{ graceMs?: number }> = async (app, options) => {
   const { deps, machineProvider: provider } = app;
-  const terminals = createTerminals({ graceMs: options.graceMs ?? TERMINAL_GRACE_MS, logger: deps.logger });
+  const terminals = createTerminals({ graceMs: options.graceMs ?? TERMINAL_GRACE_MS, logger: deps.logger, activity: app.machineActivity });
   app.addHook('onClose', async () => terminals.closeAll());
 
   /** @throws AppError 403 cross_site, 404 machine or terminal, 409 not running or no terminals here. */

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from '@fastify/websocket';
 import { SECOND } from '../shared/clock.ts';
 import type { MachineTerminal } from './provider.ts';
+import type { MachineActivity } from './activity.ts';
 
 /** How long a terminal outlives its page: a reload attaches to it again; past this its processes are hung up on. */
 export const TERMINAL_GRACE_MS = 30 * SECOND;
@@ -75,7 +76,7 @@ export function parseControlMessage(text: string): TerminalSize | { invalid: str
  * PTY is closed, which hangs up on its process group (what was started
  * detached, with nohup or setsid, goes on).
  */
-export function createTerminals(options: { graceMs: number; logger: FastifyBaseLogger }) {
+export function createTerminals(options: { graceMs: number; logger: FastifyBaseLogger; activity?: MachineActivity }) {
   const open = new Map<string, Terminal>();
 
   function end(terminal: Terminal, code: number, reason: string): void {
@@ -135,9 +136,14 @@ export function createTerminals(options: { graceMs: number; logger: FastifyBaseL
       const id = `term_${randomBytes(16).toString('base64url')}`;
       const terminal: Terminal = { id, accountId, machineId, pty, scrollback: [], scrollbackBytes: 0, socket: null, sending: 0, grace: null };
       open.set(id, terminal);
+      // Traffic with a page is activity (activity.ts); output nobody's page receives (the grace period) is not.
+      const traffic = options.activity?.traffic(machineId);
       pty.output.on('data', (chunk: Buffer) => {
         keep(terminal, chunk);
-        if (terminal.socket !== null) send(terminal, terminal.socket, chunk);
+        if (terminal.socket !== null) {
+          traffic?.();
+          send(terminal, terminal.socket, chunk);
+        }
       });
       const ended = () => end(terminal, TERMINAL_CLOSE.ended, 'the terminal ended');
       pty.output.once('end', ended);
@@ -167,8 +173,11 @@ export function createTerminals(options: { graceMs: number; logger: FastifyBaseL
       socket.send(JSON.stringify({ type: 'terminal', id }));
       if (terminal.scrollbackBytes > 0) send(terminal, socket, Buffer.concat(terminal.scrollback));
       if (size !== null) terminal.pty.resize(size.cols, size.rows).catch((err: unknown) => options.logger.debug({ err }, 'a terminal could not be resized'));
+      const traffic = options.activity?.traffic(terminal.machineId);
+      traffic?.();
       socket.on('message', (data: Buffer, binary: boolean) => {
         if (terminal.socket !== socket) return;
+        traffic?.();
         if (binary) return terminal.pty.write(data);
         const asked = parseControlMessage(data.toString('utf8'));
         if ('invalid' in asked) return void socket.close(TERMINAL_CLOSE.invalidMessage, asked.invalid.slice(0, 120));

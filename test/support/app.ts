@@ -59,6 +59,9 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestC
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
       // Machines are free in tests that are not about billing (CONTRACT 12: BILLING=off); billing's own tests turn it on.
       BILLING: 'off',
+      // Machines never stop for idleness in tests that move the clock for other reasons (hours of metering, say);
+      // the idle stop's own tests ask for it (test/machines/idle-stop.test.ts).
+      MACHINE_AUTO_STOP_MINUTES: '0',
       ...options.env,
     }),
     passwordHashCost: options.passwordHashCost ?? FAST_HASH,

@@ -59,15 +59,17 @@ export function previewHostRoute(previews: Previews, provider: MachineProvider):
   const proto = deps.config.previewUrl.startsWith('https:') ? 'https' : 'http';
 
   /** The port's connection, or the error that says why there is none. */
-  async function open(request: IncomingMessage): Promise<{ connection: Duplex; port: number } | { error: AppError } | { signedIn: { location: string; cookie: string } }> {
+  async function open(request: IncomingMessage): Promise<{ connection: Duplex; port: number; traffic: () => void } | { error: AppError } | { signedIn: { location: string; cookie: string } }> {
     const decision = await decidePreview(previews, { hostname: hostnameOf(request) ?? '', url: request.url ?? '/', method: request.method ?? 'GET', headers: request.headers });
     if (decision.kind === 'refused') return { error: decision.error };
     if (decision.kind === 'signed-in') return { signedIn: decision };
     const { machine, port } = decision;
     if (provider.connectPort === undefined) return { error: previewsNotSupported(provider.name) };
+    // A request let through to the machine's port is activity, whatever the port answers.
+    await previews.activity.touch(machine.id);
     try {
       const connection = await provider.connectPort(toProviderMachine(machine), port);
-      return connection === null ? { error: portClosed(port) } : { connection, port };
+      return connection === null ? { error: portClosed(port) } : { connection, port, traffic: previews.activity.traffic(machine.id) };
     } catch (err) {
       deps.logger.warn({ err, machineId: machine.id, port }, 'a preview could not reach the machine');
       return { error: previewUnreachable(port) };
@@ -91,7 +93,7 @@ export function previewHostRoute(previews: Previews, provider: MachineProvider):
             response.writeHead(302, { location: opened.signedIn.location, 'set-cookie': opened.signedIn.cookie, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer', 'content-length': 0 });
             return response.end();
           }
-          proxyRequest(request, response, opened.connection, { proto, failed: () => refuse(publicUrl, response, request, previewUnreachable(opened.port)) });
+          proxyRequest(request, response, opened.connection, { proto, traffic: opened.traffic, failed: () => refuse(publicUrl, response, request, previewUnreachable(opened.port)) });
         },
         (err: unknown) => refuse(publicUrl, response, request, failed(err)),
       );
@@ -104,7 +106,7 @@ export function previewHostRoute(previews: Previews, provider: MachineProvider):
           if ('error' in opened) return refuseUpgrade(publicUrl, socket, request, opened.error);
           // A link is opened by a page, never by a WebSocket.
           if ('signedIn' in opened) return refuseUpgrade(publicUrl, socket, request, new AppError(400, 'invalid_request', 'Open the signed link in a browser first.'));
-          proxyUpgrade(request, socket, head, opened.connection, { proto });
+          proxyUpgrade(request, socket, head, opened.connection, { proto, traffic: opened.traffic });
         },
         (err: unknown) => refuseUpgrade(publicUrl, socket, request, failed(err)),
       );

@@ -67,7 +67,7 @@ export function relayedResponseHeaders(response: IncomingMessage): string[] {
  * `failed` answers for an app that does not speak HTTP (only while nothing
  * was sent yet).
  */
-export function proxyRequest(request: IncomingMessage, response: ServerResponse, connection: Duplex, options: { proto: string; failed: () => void }): void {
+export function proxyRequest(request: IncomingMessage, response: ServerResponse, connection: Duplex, options: { proto: string; failed: () => void; traffic?: () => void }): void {
   connection.on('error', () => {});
   const upstream = httpRequest({
     method: request.method,
@@ -84,6 +84,8 @@ export function proxyRequest(request: IncomingMessage, response: ServerResponse,
     response.sendDate = false;
     response.writeHead(answer.statusCode ?? 502, answer.statusMessage, relayedResponseHeaders(answer));
     pipeline(answer, response, end);
+    // Listened to once the pipeline reads it: a long answer (server-sent events) is traffic as it flows.
+    if (options.traffic) answer.on('data', options.traffic);
   });
   upstream.once('error', () => {
     if (!response.headersSent) options.failed();
@@ -102,7 +104,7 @@ export function proxyRequest(request: IncomingMessage, response: ServerResponse,
  * machine's port as it came (less the preview's credentials), then bytes flow
  * both ways untouched, the app's own 101 included.
  */
-export function proxyUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, connection: Duplex, options: { proto: string }): void {
+export function proxyUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, connection: Duplex, options: { proto: string; traffic?: () => void }): void {
   const headers = forwardedRequestHeaders(request, { upgrade: true, proto: options.proto });
   let text = `${request.method} ${request.url} HTTP/${request.httpVersion}\r\n`;
   for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
@@ -114,4 +116,9 @@ export function proxyUpgrade(request: IncomingMessage, socket: Duplex, head: Buf
   };
   pipeline(socket, connection, end);
   pipeline(connection, socket, end);
+  // Listened to once the pipelines read them, so no byte is taken from them: every chunk either way is traffic.
+  if (options.traffic) {
+    socket.on('data', options.traffic);
+    connection.on('data', options.traffic);
+  }
 }

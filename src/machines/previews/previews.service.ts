@@ -6,6 +6,7 @@ import { AppError } from '../../http/errors.ts';
 import { wrongStatus, invalidState } from '../machines.errors.ts';
 import { findMachineById, type MachineRow } from '../machines.repository.ts';
 import { getMachineRow } from '../machines.service.ts';
+import type { MachineActivity } from '../activity.ts';
 import {
   checkSignedValue,
   cookieValue,
@@ -29,10 +30,12 @@ export interface Previews {
   key: () => Promise<Buffer>;
   /** True when PREVIEW_URL is https: the cookie is `Secure`. */
   secure: boolean;
+  /** A preview's requests and traffic keep its machine awake (activity.ts). */
+  activity: MachineActivity;
 }
 
 /** @throws ConfigError when PUBLIC_URL's host has the shape of a preview host: the dashboard would be answered as a preview. */
-export function createPreviews(deps: Deps): Previews {
+export function createPreviews(deps: Deps, activity: MachineActivity): Previews {
   const hosts = previewHosts(deps.config.previewUrl);
   if (hosts.parse(new URL(deps.config.publicUrl).hostname) !== null) {
     throw new ConfigError(`PREVIEW_URL must not match PUBLIC_URL's host ${new URL(deps.config.publicUrl).hostname} (got ${JSON.stringify(deps.config.previewUrl)})`);
@@ -42,6 +45,7 @@ export function createPreviews(deps: Deps): Previews {
     hosts,
     key: previewSigningKey(deps.db, () => deps.clock.now()),
     secure: deps.config.previewUrl.startsWith('https:'),
+    activity,
   };
 }
 

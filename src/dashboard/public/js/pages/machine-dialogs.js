@@ -8,6 +8,7 @@ import { formatDate } from '../format.js';
 import { field, simpleForm } from '../forms.js';
 import { pricePerHour } from '../money.js';
 import { copyButton, secretField } from '../secret.js';
+import { autoStopField } from './machine-settings.js';
 
 /** @typedef {import('./machines.js').Machine} Machine */
 
@@ -185,6 +186,8 @@ export function openCreateDialog(refresh) {
     env.input.setCustomValidity(typeof parsed === 'string' ? parsed : '');
   });
 
+  const autoStop = autoStopField({ optional: true });
+
   const { form } = simpleForm({
     label: 'Create machine',
     fields: [
@@ -194,6 +197,7 @@ export function openCreateDialog(refresh) {
       externalId.wrapper,
       labels.wrapper,
       env.wrapper,
+      autoStop.wrapper,
       h('div', { class: 'form-row' }, expiresAt.wrapper, h('div', { class: 'field' }, h('label', { for: onExpireId }, 'When it expires'), onExpire)),
     ],
     submitLabel: 'Create machine',
@@ -208,6 +212,7 @@ export function openCreateDialog(refresh) {
       if (typeof parsedLabels === 'object' && Object.keys(parsedLabels).length > 0) input.labels = parsedLabels;
       const parsedEnv = parseEnv(env.input.value);
       if (typeof parsedEnv === 'object' && Object.keys(parsedEnv).length > 0) input.env = parsedEnv;
+      if (autoStop.input.value !== '') input.autoStopMinutes = Number(autoStop.input.value);
       if (expiresAt.input.value) {
         input.expiresAt = new Date(expiresAt.input.value).toISOString();
         input.onExpire = onExpire.value;

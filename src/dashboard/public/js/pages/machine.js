@@ -1,6 +1,6 @@
 // One machine: its status (start, stop, pause and resume), its screen (CONTRACT 16) and
 // terminal (CONTRACT 19), its runs, and while it runs its files and background processes (CONTRACT 15),
-// its previews, its events, and its usage over the last hour (CONTRACT 19).
+// its previews, its events, and its usage over the last hour (CONTRACT 19); its settings (idle stop, CONTRACT 20).
 import { api, ApiError, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';
@@ -13,6 +13,7 @@ import { previewsSection } from './machine-previews.js';
 import { processesSection } from './machine-processes.js';
 import { runsSection } from './machine-runs.js';
 import { screenSection } from './machine-screen.js';
+import { settingsSection } from './machine-settings.js';
 import { terminalSection } from './machine-terminal.js';
 import { usageSection } from './machine-usage.js';
 import { statusBadge, VERB_DONE } from './machines.js';
@@ -63,9 +64,10 @@ export function machinePage({ params, onCleanup }) {
       const events = machineEventsSection(machine.id);
       const usage = usageSection(machine.id, onCleanup);
       const previews = previewsSection(machine.id);
+      const settings = settingsSection(machine, load);
       // The screen, terminal, files, processes, previews, events and usage are read again whenever the machine's status changes.
       watchers = [screen, terminal, files, processes, previews, events, usage];
-      replace(sections, screen.element, terminal.element, runs.element, files.element, processes.element, previews.element, events.element, usage.element);
+      replace(sections, screen.element, terminal.element, runs.element, files.element, processes.element, previews.element, events.element, usage.element, settings.element);
       started = true;
     }
     for (const watcher of watchers) watcher.setStatus(machine.status);
@@ -105,7 +107,8 @@ export function machinePage({ params, onCleanup }) {
         statusBadge(machine.status),
         h('span', null, `Size ${machine.size}`),
         h('span', { class: 'mono break' }, machine.id),
-        machine.expiresAt ? h('span', null, `Expires ${formatDate(machine.expiresAt)}`) : null),
+        machine.expiresAt ? h('span', null, `Expires ${formatDate(machine.expiresAt)}`) : null,
+        machine.autoStopMinutes === undefined ? null : h('span', { 'data-idle-stop': '' }, machine.autoStopMinutes === 0 ? 'Never idle-stops' : `Stops after ${machine.autoStopMinutes} idle min`)),
       actions,
     }));
     header.dataset.status = machine.status;
