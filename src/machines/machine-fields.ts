@@ -7,6 +7,7 @@ import type { OnExpire } from './machines.tables.ts';
 import { checkName } from './names.ts';
 import type { ScreenSize } from './screen-size.ts';
 import type { MachineProvider } from './provider.ts';
+import { checkNetworkPolicy, type NetworkPolicy } from './network-policy.ts';
 
 export interface NewMachine {
   name: string;
@@ -23,6 +24,8 @@ export interface NewMachine {
   env?: Record<string, string> | undefined;
   /** A name of GET /api/images. */
   image?: string | undefined;
+  /** Its way out (CONTRACT 20). */
+  network?: { internet: boolean; allow?: string[] | undefined; deny?: string[] | undefined } | undefined;
 }
 
 
@@ -42,10 +45,11 @@ export interface MachineFields {
   screen: ScreenSize | null;
   env: Record<string, string>;
   image: string;
+  network: NetworkPolicy | null;
 }
 
 /** @throws AppError 400 for a blank or multi-line name, an unknown size or an expiry not in the future. */
-export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number, images: readonly string[]): MachineFields {
+export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number, images: readonly string[], egress = true): MachineFields {
   const name = checkName(input.name);
   if (input.size !== undefined && !provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
   let expiresAt: number | null = null;
@@ -60,7 +64,9 @@ export function checkMachineFields(provider: MachineProvider, input: NewMachine,
   const env = checkEnv(input.env ?? {});
   if (input.image !== undefined && !images.includes(input.image)) throw unknownImage(images);
   if (input.pool !== undefined && input.image !== undefined) throw invalidRequest('image cannot be chosen for a machine taken from a pool: it was made before; create the machine without pool.');
-  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null, env, image: input.image ?? DEFAULT_IMAGE_NAME };
+  if (input.pool !== undefined && input.network !== undefined) throw invalidRequest('network cannot be given to a machine taken from a pool at create; set it after with PATCH /api/machines/{id}.');
+  const network = input.network === undefined ? null : checkNetworkPolicy(input.network, egress);
+  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null, env, image: input.image ?? DEFAULT_IMAGE_NAME, network };
 }
 
 /**

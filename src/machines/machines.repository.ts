@@ -3,6 +3,7 @@ import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { MachinesTable, MachineStatus } from './machines.tables.ts';
 import type { ProviderMachine } from './provider.ts';
+import type { NetworkPolicy } from './network-policy.ts';
 import { DEFAULT_SCREEN, type ScreenSize } from './screen-size.ts';
 
 export type MachineRow = MachinesTable;
@@ -26,6 +27,8 @@ export interface MachineView {
   envNames: string[];
   /** The name of its image (`default`: the service's base image). */
   image: string;
+  /** Its network policy; null: the operator's default (MACHINE_EGRESS). */
+  network: NetworkPolicy | null;
   createdAt: string;
 }
 
@@ -41,8 +44,14 @@ export function toMachineView(row: MachineRow): MachineView {
     screen: screenOf(row),
     envNames: JSON.parse(row.env_names) as string[],
     image: row.image,
+    network: networkOf(row),
     createdAt: toIso(row.created_at),
   };
+}
+
+/** The policy it was given; null: the operator's default. */
+export function networkOf(row: Pick<MachineRow, 'network'>): NetworkPolicy | null {
+  return row.network === null ? null : (JSON.parse(row.network) as NetworkPolicy);
 }
 
 export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>): ScreenSize {
@@ -50,7 +59,7 @@ export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>
 }
 
 export function toProviderMachine(row: MachineRow): ProviderMachine {
-  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image };
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image, network: networkOf(row) };
 }
 
 /** Statuses in which a pooled machine counts as warm. */

@@ -5,7 +5,8 @@ import { IdParamsSchema, responses } from '../http/schemas.ts';
 import { toMachineView } from './machines.repository.ts';
 import { Type } from 'typebox';
 import { DEFAULT_IMAGE_NAME } from '../config.ts';
-import { CreateMachineBody, ImageSchema, ListMachinesQuery, MachineSchema, MachineWithTokenSchema } from './machines.schemas.ts';
+import { CreateMachineBody, ImageSchema, ListMachinesQuery, MachineSchema, MachineWithTokenSchema, PatchMachineBody } from './machines.schemas.ts';
+import { setMachineNetwork } from './network.service.ts';
 import {
   createMachine,
   destroyMachine,
@@ -47,6 +48,22 @@ export const machinesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/api/machines/:id', {
     schema: { tags, summary: 'One machine', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },
   }, async (request) => toMachineView(await getMachineRow(deps, accountIdOf(request), request.params.id)));
+
+  app.patch('/api/machines/:id', {
+    schema: {
+      tags,
+      summary: "Change a machine: its network policy, applied at once where it runs (no restart)",
+      description: '400 invalid_request for a bad policy entry (nothing changes); 409 invalid_state for a destroyed machine; 502 provider_error when the host could not apply it (the previous policy still holds).',
+      params: IdParamsSchema,
+      body: PatchMachineBody,
+      response: responses({ 200: MachineSchema }),
+    },
+  }, async (request) => {
+    const { network } = request.body;
+    let machine = toMachineView(await getMachineRow(deps, accountIdOf(request), request.params.id));
+    if (network !== undefined) machine = await setMachineNetwork(deps, provider, accountIdOf(request), request.params.id, network);
+    return machine;
+  });
 
   app.post('/api/machines/:id/start', {
     schema: { tags, summary: 'Boot a stopped machine (machine.started follows when it is up)', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { ListQuerySchema } from '../http/pagination.ts';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
+import { NetworkPolicySchema } from './network-policy.ts';
 
 const strict = { additionalProperties: false } as const;
 
@@ -76,9 +77,13 @@ export const CreateMachineBody = Type.Object(
     screen: Type.Optional(ScreenSizeSchema),
     env: Type.Optional(EnvSchema),
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 50, description: 'An image the operator offers (GET /api/images); default: the base image' })),
+    network: Type.Optional(NetworkPolicySchema),
   },
   strict,
 );
+
+/** PATCH /api/machines/{id}: what may change on a machine that exists. */
+export const PatchMachineBody = Type.Object({ network: Type.Optional(NetworkPolicySchema) }, { ...strict, minProperties: 1 });
 
 export const MachineSchema = Type.Object({
   id: Type.String(),
@@ -91,6 +96,7 @@ export const MachineSchema = Type.Object({
   screen: ScreenSizeSchema,
   image: Type.String({ description: 'The name of its image (GET /api/images); `default`: the base image' }),
   envNames: Type.Array(Type.String(), { description: 'The names of the environment given at create; its values are never shown' }),
+  network: Type.Union([NetworkPolicySchema, Type.Null()], { description: "Its network policy; null: the operator's default (internet open unless MACHINE_EGRESS is off)" }),
   createdAt: Timestamp,
 });
 

@@ -31,7 +31,7 @@ import type { MachineProvider } from './provider.ts';
  */
 export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
   const now = deps.clock.now();
-  const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines));
+  const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines), deps.config.machines.egress);
   if (input.pool !== undefined) return claimFromPool(deps, provider, accountId, input.pool, fields);
   await requireBalance(deps, accountId);
   const mcpToken = generateToken('tmm_');
@@ -58,6 +58,7 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     env_names: JSON.stringify(Object.keys(fields.env)),
     image: fields.image,
     env_sealed: Object.keys(fields.env).length === 0 ? null : deps.secrets.seal(JSON.stringify(fields.env)),
+    network: fields.network === null ? null : JSON.stringify(fields.network),
     created_at: now,
     updated_at: now,
   };

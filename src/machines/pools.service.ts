@@ -205,6 +205,7 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     screen_height: null,
     env_names: '[]',
     env_sealed: null,
+    network: null,
     image: DEFAULT_IMAGE_NAME,
     created_at: now,
     updated_at: now,
