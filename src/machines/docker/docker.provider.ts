@@ -68,6 +68,8 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   // What this process gave the resolver of each machine (its address, the policy): a machine it has not is given
   // its policy at its next check, after a restart of the service or a policy saved while its start was under way.
   const policiesGiven = new Map<string, { address: string; policy: string }>();
+  /** Set at start: makes the resolver as this process's settings say. */
+  let ensureOurResolver: (() => Promise<void>) | null = null;
   /** Gives the resolver the machine's policy, by its address on the egress network; nothing where machines have no way out. */
   async function applyPolicy(machine: ProviderMachine, info?: Docker.ContainerInspectInfo | null): Promise<void> {
     if (!config.egress) return;
@@ -75,7 +77,16 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     const address = inspected?.State.Running ? inspected.NetworkSettings?.Networks?.[EGRESS_NETWORK.name]?.IPAddress : undefined;
     if (!address) return;
     const policy = machine.network ?? defaultNetworkPolicy(true);
-    await sendToResolver(docker, { op: 'set', address, machine: machine.id, policy });
+    const request = { op: 'set' as const, address, machine: machine.id, policy };
+    try {
+      await sendToResolver(docker, request);
+    } catch (error) {
+      // The resolver gone, or made again by a process with other settings: made as this one says, and asked again.
+      if (ensureOurResolver === null) throw error;
+      logger.warn({ err: error, machineId: machine.id }, 'the machines’ resolver did not answer; making it again');
+      await ensureOurResolver();
+      await sendToResolver(docker, request);
+    }
     policiesGiven.set(machine.id, { address, policy: JSON.stringify(policy) });
   }
   /** The address is no longer the machine's (stopped, destroyed): its rules go, before another machine is given it. */
@@ -119,10 +130,11 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       const agent = await installAgent(docker, DEFAULT_MACHINE_IMAGE);
       logger.debug({ agent }, 'the machine agent is installed');
       const gateway = await egressGateway(docker);
+      ensureOurResolver = () => ensureResolver(docker, DEFAULT_MACHINE_IMAGE, gateway, config.dnsServers, { agentVersion: agent.version, defaultInternet: config.egress });
       // Independent, and each a container's round trip: at once.
       [, , diskLimits] = await Promise.all([
         installFirewall(docker, DEFAULT_MACHINE_IMAGE, gateway, config.privateAllow),
-        ensureResolver(docker, DEFAULT_MACHINE_IMAGE, gateway, config.dnsServers, { agentVersion: agent.version, defaultInternet: config.egress }),
+        ensureOurResolver(),
         probeDiskLimits(docker, config.image),
       ]);
       nameserver = gateway;

@@ -8,6 +8,7 @@ import { formatDate } from '../format.js';
 import { field, simpleForm } from '../forms.js';
 import { pricePerHour } from '../money.js';
 import { copyButton, secretField } from '../secret.js';
+import { networkFields } from './machine-network.js';
 
 /** @typedef {import('./machines.js').Machine} Machine */
 
@@ -185,6 +186,9 @@ export function openCreateDialog(refresh) {
     env.input.setCustomValidity(typeof parsed === 'string' ? parsed : '');
   });
 
+  const network = networkFields(null);
+  const networkDetails = h('details', { class: 'field', 'data-network-details': '' }, h('summary', null, 'Network policy (optional): internet open unless you change it'), network.wrapper);
+
   const { form } = simpleForm({
     label: 'Create machine',
     fields: [
@@ -194,6 +198,7 @@ export function openCreateDialog(refresh) {
       externalId.wrapper,
       labels.wrapper,
       env.wrapper,
+      networkDetails,
       h('div', { class: 'form-row' }, expiresAt.wrapper, h('div', { class: 'field' }, h('label', { for: onExpireId }, 'When it expires'), onExpire)),
     ],
     submitLabel: 'Create machine',
@@ -208,6 +213,8 @@ export function openCreateDialog(refresh) {
       if (typeof parsedLabels === 'object' && Object.keys(parsedLabels).length > 0) input.labels = parsedLabels;
       const parsedEnv = parseEnv(env.input.value);
       if (typeof parsedEnv === 'object' && Object.keys(parsedEnv).length > 0) input.env = parsedEnv;
+      const policy = network.read();
+      if (!policy.internet || policy.deny.length > 0) input.network = policy;
       if (expiresAt.input.value) {
         input.expiresAt = new Date(expiresAt.input.value).toISOString();
         input.onExpire = onExpire.value;

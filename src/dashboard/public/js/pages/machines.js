@@ -22,6 +22,7 @@ import { confirmDestroy, issueNewToken, openCreateDialog, openLiveView } from '.
  * @property {string | null} [externalId]
  * @property {Record<string, string>} [labels]
  * @property {string | null} [expiresAt]
+ * @property {{ internet: boolean, allow: string[], deny: string[] } | null} [network]
  * @property {string} createdAt
  */
 
