@@ -58,6 +58,7 @@ describe('loadConfig', () => {
         images: {},
         egress: true,
         dnsServers: [],
+        privateAllow: [],
       },
       jobs: { pollIntervalMs: 1000 },
       billing: {
