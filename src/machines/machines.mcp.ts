@@ -66,6 +66,10 @@ export function machinePlatformTools(provider: MachineProvider, wait: Readonly<T
           .optional()
           .describe(`Environment variables of every command, process and terminal of the machine (at most ${MACHINE_LIMITS.envVariables}, values up to 32 KiB); stored encrypted, never shown again`),
         image: z.string().min(1).max(50).optional().describe('An image the operator offers (GET /api/images); default: the base image'),
+        network: z
+          .strictObject({ internet: z.boolean(), allow: z.array(z.string().min(1).max(253)).max(50).optional(), deny: z.array(z.string().min(1).max(18)).max(50).optional() })
+          .optional()
+          .describe('The way out: internet true opens every public address except deny (IPv4 CIDRs); false only what allow lists (IPv4 CIDRs, domains, *.example.org). At most 50 entries'),
       }),
     }, (input) => createMachine(deps, provider, accountId, input));
 
