@@ -70,6 +70,8 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   const policiesGiven = new Map<string, { address: string; policy: string }>();
   /** Set at start: makes the resolver as this process's settings say. */
   let ensureOurResolver: (() => Promise<void>) | null = null;
+  /** The agent binary this process installed: the resolver runs it, and is spoken to with it. */
+  let agentVersion = '';
   /** Gives the resolver the machine's policy, by its address on the egress network; nothing where machines have no way out. */
   async function applyPolicy(machine: ProviderMachine, info?: Docker.ContainerInspectInfo | null): Promise<void> {
     if (!config.egress) return;
@@ -79,13 +81,13 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     const policy = machine.network ?? defaultNetworkPolicy(true);
     const request = { op: 'set' as const, address, machine: machine.id, policy };
     try {
-      await sendToResolver(docker, request);
+      await sendToResolver(docker, agentVersion, request);
     } catch (error) {
       // The resolver gone, or made again by a process with other settings: made as this one says, and asked again.
       if (ensureOurResolver === null) throw error;
       logger.warn({ err: error, machineId: machine.id }, 'the machines’ resolver did not answer; making it again');
       await ensureOurResolver();
-      await sendToResolver(docker, request);
+      await sendToResolver(docker, agentVersion, request);
     }
     policiesGiven.set(machine.id, { address, policy: JSON.stringify(policy) });
   }
@@ -94,7 +96,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     const given = policiesGiven.get(machineId);
     if (given === undefined) return;
     policiesGiven.delete(machineId);
-    await sendToResolver(docker, { op: 'forget', address: given.address }).catch((err: unknown) => logger.warn({ err, machineId }, 'the resolver did not forget a machine'));
+    await sendToResolver(docker, agentVersion, { op: 'forget', address: given.address }).catch((err: unknown) => logger.warn({ err, machineId }, 'the resolver did not forget a machine'));
   }
 
   return {
@@ -130,6 +132,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       const agent = await installAgent(docker, DEFAULT_MACHINE_IMAGE);
       logger.debug({ agent }, 'the machine agent is installed');
       const gateway = await egressGateway(docker);
+      agentVersion = agent.version;
       ensureOurResolver = () => ensureResolver(docker, DEFAULT_MACHINE_IMAGE, gateway, config.dnsServers, { agentVersion: agent.version, defaultInternet: config.egress });
       // Independent, and each a container's round trip: at once.
       [, , diskLimits] = await Promise.all([

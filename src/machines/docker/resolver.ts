@@ -2,12 +2,18 @@ import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
 import type { NetworkPolicy } from '../network-policy.ts';
 import { statusCodeOf } from './lifecycle.ts';
-import { AGENT_DIR, AGENT_PATH, AGENT_VOLUME } from './container-spec.ts';
+import { AGENT_DIR, AGENT_VOLUME } from './container-spec.ts';
 import { EGRESS_NETWORK } from './network.ts';
 
 /** The one resolver container on an engine, shared by every service process that uses it. */
 export const RESOLVER_CONTAINER = 'machine-platform-resolver';
 const SETTINGS_LABEL = 'machine-platform.resolver-settings';
+
+/**
+ * The agent binary of this version in the agent volume (agent-install.ts), never the `agent` link: every service
+ * process that starts points the link at its own binary, and the resolver and the service must speak alike.
+ */
+export const resolverBinary = (agentVersion: string) => `${AGENT_DIR}/agent-${agentVersion}`;
 
 /** Where the resolver keeps the policies it was given, across its restarts and its remaking (a new agent). */
 const RESOLVER_STATE_VOLUME = 'machine-platform-resolver-state';
@@ -23,8 +29,8 @@ const RESOLVER_STATE_DIR = '/var/lib/machine-platform';
  * forwarded: a machine learns nothing of the host's networks. A machine it has
  * no policy of yet resolves every name when the service's default is open.
  */
-export function resolverCommand(gateway: string, upstream: readonly string[], defaultInternet: boolean): string[] {
-  return [AGENT_PATH, 'resolver', `--listen=${gateway}`, `--state=${RESOLVER_STATE_DIR}/resolver-policies.json`, `--default-internet=${defaultInternet}`, ...upstream.map((server) => `--upstream=${server}`)];
+export function resolverCommand(gateway: string, upstream: readonly string[], defaultInternet: boolean, agentVersion: string): string[] {
+  return [resolverBinary(agentVersion), 'resolver', `--listen=${gateway}`, `--state=${RESOLVER_STATE_DIR}/resolver-policies.json`, `--default-internet=${defaultInternet}`, ...upstream.map((server) => `--upstream=${server}`)];
 }
 
 /** The address machines on the egress network reach the engine's host at: where their resolver listens. */
@@ -43,9 +49,9 @@ export async function egressGateway(docker: Docker): Promise<string> {
  * image, unprivileged, with only the capabilities a resolver on port 53 needs.
  */
 export async function ensureResolver(docker: Docker, image: string, gateway: string, upstream: readonly string[], options: { agentVersion: string; defaultInternet: boolean }): Promise<void> {
-  const command = resolverCommand(gateway, upstream, options.defaultInternet);
-  // A new agent binary makes a new resolver: the running one keeps the binary it started with.
-  const settings = createHash('sha256').update(JSON.stringify({ image, command, agent: options.agentVersion })).digest('hex').slice(0, 16);
+  // A new agent binary makes a new resolver (its command names the binary).
+  const command = resolverCommand(gateway, upstream, options.defaultInternet, options.agentVersion);
+  const settings = createHash('sha256').update(JSON.stringify({ image, command })).digest('hex').slice(0, 16);
   const container = docker.getContainer(RESOLVER_CONTAINER);
   let info: Docker.ContainerInspectInfo | null = null;
   try {
@@ -104,8 +110,8 @@ export type ResolverRequest = { op: 'set'; address: string; machine: string; pol
  * in. A round trip of the engine, well within a second.
  * @throws Error when the resolver is not there or refused the request.
  */
-export async function sendToResolver(docker: Docker, request: ResolverRequest): Promise<void> {
-  const exec = await docker.getContainer(RESOLVER_CONTAINER).exec({ Cmd: [AGENT_PATH, 'resolver-policy', JSON.stringify(request)], AttachStdout: true, AttachStderr: true, User: 'root' });
+export async function sendToResolver(docker: Docker, agentVersion: string, request: ResolverRequest): Promise<void> {
+  const exec = await docker.getContainer(RESOLVER_CONTAINER).exec({ Cmd: [resolverBinary(agentVersion), 'resolver-policy', JSON.stringify(request)], AttachStdout: true, AttachStderr: true, User: 'root' });
   const stream = await exec.start({ hijack: true, stdin: false });
   const chunks: Buffer[] = [];
   await new Promise<void>((resolve, reject) => {
