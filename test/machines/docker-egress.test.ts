@@ -4,8 +4,8 @@ import { after, before, describe, test } from 'node:test';
 import { DEFAULT_MACHINE_IMAGE } from '../../src/config.ts';
 import { containerName } from '../../src/machines/docker/container-spec.ts';
 import { egressGateway } from '../../src/machines/docker/resolver.ts';
-import { startDnsServer, type DnsServer } from '../support/dns-server.ts';
-import { TEST_NAMESERVER, dockerUnavailable, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import type { DnsServer } from '../support/dns-server.ts';
+import { TEST_NAMESERVER, dockerUnavailable, startTestNameserver, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
 import type { Owner } from '../support/machines.ts';
 
 const skip = await dockerUnavailable();
@@ -49,7 +49,7 @@ describe('network policies of real machines', { skip, timeout: 600_000 }, () => 
     await server.start();
     serverAddress = (await server.inspect()).NetworkSettings.Networks.bridge!.IPAddress;
     assert.match(serverAddress, /^\d+\.\d+\.\d+\.\d+$/);
-    nameserver = await startDnsServer((name) => (name.endsWith('.egress.test') ? { a: [serverAddress], ttl: 30 } : 'nxdomain'), { host: TEST_NAMESERVER, port: 53 });
+    nameserver = await startTestNameserver((name) => (name.endsWith('.egress.test') ? { a: [serverAddress], ttl: 30 } : 'nxdomain'));
     app = await startDockerApp({ env: { MACHINE_PRIVATE_ALLOW: `${serverAddress}/32` } });
     owner = app.owner;
   });
