@@ -5,7 +5,7 @@ import { DEFAULT_MACHINE_IMAGE } from '../../src/config.ts';
 import { containerName } from '../../src/machines/docker/container-spec.ts';
 import { egressGateway } from '../../src/machines/docker/resolver.ts';
 import type { DnsServer } from '../support/dns-server.ts';
-import { TEST_NAMESERVER, dockerUnavailable, startTestNameserver, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import { TEST_NAMESERVER, TEST_SERVERS_NETWORK, dockerUnavailable, ensureTestServersNetwork, startTestNameserver, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
 import type { Owner } from '../support/machines.ts';
 
 const skip = await dockerUnavailable();
@@ -24,8 +24,8 @@ EOF`;
 
 /**
  * Issue 41's egress policy on a real engine. The test's own server is a
- * container on the engine's default network (a private address, opened by
- * MACHINE_PRIVATE_ALLOW as an operator would), and the test's own nameserver
+ * container on the test servers' network (a private range, opened by
+ * MACHINE_PRIVATE_ALLOW as an operator would: DOCKER_TEST_ENV), and the test's own nameserver
  * (TEST_NAMESERVER, the resolver's upstream) answers two names with its
  * address: one a machine may resolve, one it may not.
  */
@@ -44,13 +44,13 @@ describe('network policies of real machines', { skip, timeout: 600_000 }, () => 
       Entrypoint: [],
       Cmd: ['python3', '-c', "import socketserver\nclass H(socketserver.BaseRequestHandler):\n    def handle(self): self.request.sendall(b'hello\\n')\nsocketserver.ThreadingTCPServer(('0.0.0.0', 8080), H).serve_forever()"],
       Labels: { 'machine-platform.test': 'egress-server' },
-      HostConfig: { NetworkMode: 'bridge', CapDrop: ['ALL'] },
+      HostConfig: { NetworkMode: await ensureTestServersNetwork(), CapDrop: ['ALL'] },
     });
     await server.start();
-    serverAddress = (await server.inspect()).NetworkSettings.Networks.bridge!.IPAddress;
+    serverAddress = (await server.inspect()).NetworkSettings.Networks[TEST_SERVERS_NETWORK.name]!.IPAddress;
     assert.match(serverAddress, /^\d+\.\d+\.\d+\.\d+$/);
     nameserver = await startTestNameserver((name) => (name.endsWith('.egress.test') ? { a: [serverAddress], ttl: 30 } : 'nxdomain'));
-    app = await startDockerApp({ env: { MACHINE_PRIVATE_ALLOW: `${serverAddress}/32` } });
+    app = await startDockerApp();
     owner = app.owner;
   });
   after(async () => {

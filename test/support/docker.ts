@@ -51,7 +51,24 @@ export const engine = () => new Docker();
  * engine, made again whenever its settings change.
  */
 export const TEST_NAMESERVER = '10.213.53.53';
-export const DOCKER_TEST_ENV: Readonly<Record<string, string>> = { MACHINE_DNS_SERVERS: TEST_NAMESERVER };
+/**
+ * Where tests run servers of their own for machines to reach (docker-egress.test.ts): an engine network with a
+ * fixed private range, which every Docker test opens with MACHINE_PRIVATE_ALLOW as an operator would. Every test
+ * process must name the same range: each service start writes the machines' firewall from it.
+ */
+export const TEST_SERVERS_NETWORK = { name: 'machine-platform-test-servers', subnet: '10.213.54.0/24' } as const;
+export const DOCKER_TEST_ENV: Readonly<Record<string, string>> = { MACHINE_DNS_SERVERS: TEST_NAMESERVER, MACHINE_PRIVATE_ALLOW: TEST_SERVERS_NETWORK.subnet };
+
+/** Makes the test servers' network if it is missing (another test process may make it at the same moment). */
+export async function ensureTestServersNetwork(): Promise<string> {
+  const docker = new Docker();
+  try {
+    await docker.createNetwork({ Name: TEST_SERVERS_NETWORK.name, Driver: 'bridge', CheckDuplicate: true, IPAM: { Config: [{ Subnet: TEST_SERVERS_NETWORK.subnet }] }, Labels: { 'machine-platform.test': 'servers' } });
+  } catch (error) {
+    if ((error as { statusCode?: number }).statusCode !== 409) throw error;
+  }
+  return TEST_SERVERS_NETWORK.name;
+}
 
 /**
  * The test's nameserver on TEST_NAMESERVER:53, waiting (up to `waitMs`) while
