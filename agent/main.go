@@ -28,6 +28,8 @@ const (
 const usage = `usage:
   agent serve [--socket PATH] [--records DIR]
   agent attach [--socket PATH] [--wait-ms 10000]
+  agent resolver --listen ADDRESS [--upstream ADDRESS]...
+  agent resolver-policy JSON
   agent version`
 
 func main() {
@@ -40,6 +42,10 @@ func main() {
 		os.Exit(serveCommand(os.Args[2:]))
 	case "attach":
 		os.Exit(attachCommand(os.Args[2:], os.Stdin, os.Stdout))
+	case "resolver":
+		os.Exit(resolverCommand(os.Args[2:]))
+	case "resolver-policy":
+		os.Exit(resolverPolicyCommand(os.Args[2:]))
 	case "version":
 		fmt.Println(agentVersion)
 	default:

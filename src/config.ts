@@ -55,6 +55,11 @@ export interface MachinesConfig {
   dnsServers: readonly string[];
   /** MACHINE_AUTO_STOP_MINUTES: the idle stop of machines created without `autoStopMinutes` (CONTRACT 20: 15; 0: never). */
   autoStopMinutes: number;
+  /**
+   * MACHINE_PRIVATE_ALLOW: private IPv4 ranges (CIDRs) machines may reach after all, under their own network
+   * policy; every other private, loopback, link-local and reserved range stays out of reach whatever a policy says.
+   */
+  privateAllow: readonly string[];
 }
 
 /** The service's own version: the default image's tag. */
@@ -164,6 +169,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     egress: parseSwitch('MACHINE_EGRESS', env.MACHINE_EGRESS, true),
     dnsServers: parseDnsServers(env.MACHINE_DNS_SERVERS),
     autoStopMinutes: parseInteger('MACHINE_AUTO_STOP_MINUTES', env.MACHINE_AUTO_STOP_MINUTES, 15, 0, 10_080),
+    privateAllow: parsePrivateAllow(env.MACHINE_PRIVATE_ALLOW),
   };
   const config: Config = {
     port,
@@ -289,6 +295,29 @@ function parseSizes(value: string): Record<string, MachineSize> {
     sizes[name!] = size;
   }
   return sizes;
+}
+
+/** MACHINE_PRIVATE_ALLOW: IPv4 CIDRs (or addresses, a /32), comma-separated, written as their network (`10.1.2.0/24`, not `10.1.2.3/24`). */
+function parsePrivateAllow(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return [];
+  const ranges = value.split(',').map((range) => range.trim());
+  for (const range of ranges) {
+    const cidr = parseIpv4Cidr(range);
+    if (cidr === null) fail('MACHINE_PRIVATE_ALLOW', `must be IPv4 CIDRs separated by commas ("${range}" is not one, or has bits set past its prefix)`, value);
+  }
+  return ranges.map((range) => (range.includes('/') ? range : `${range}/32`));
+}
+
+/** An IPv4 CIDR (or a bare address, a /32) whose address is its network; null for anything else. */
+export function parseIpv4Cidr(text: string): { address: number; prefix: number } | null {
+  const match = /^(\d{1,3}(?:\.\d{1,3}){3})(?:\/(\d{1,2}))?$/.exec(text);
+  if (match === null || isIP(match[1]!) !== 4) return null;
+  const prefix = match[2] === undefined ? 32 : Number(match[2]);
+  if (prefix > 32) return null;
+  const address = match[1]!.split('.').reduce((sum, octet) => sum * 256 + Number(octet), 0);
+  const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
+  if (((address & ~mask) >>> 0) !== 0) return null;
+  return { address, prefix };
 }
 
 /** MACHINE_DNS_SERVERS: IPv4 addresses, comma-separated (an IPv6 one would need the machines' network to have IPv6). */

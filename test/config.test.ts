@@ -59,6 +59,7 @@ describe('loadConfig', () => {
         egress: true,
         dnsServers: [],
         autoStopMinutes: 15,
+        privateAllow: [],
       },
       jobs: { pollIntervalMs: 1000 },
       billing: {

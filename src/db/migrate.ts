@@ -19,6 +19,7 @@ import * as billingUsageDays from './migrations/0016_billing_usage_days.ts';
 import * as previews from './migrations/0017_previews.ts';
 import * as machineEnvAndImages from './migrations/0018_machine_env_and_images.ts';
 import * as machineAutoStop from './migrations/0020_machine_auto_stop.ts';
+import * as machineNetwork from './migrations/0021_machine_network.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -43,6 +44,7 @@ const migrations: Record<string, Migration> = {
   '0017_previews': previews,
   '0018_machine_env_and_images': machineEnvAndImages,
   '0020_machine_auto_stop': machineAutoStop,
+  '0021_machine_network': machineNetwork,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

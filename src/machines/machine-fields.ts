@@ -8,6 +8,7 @@ import type { OnExpire } from './machines.tables.ts';
 import { checkName } from './names.ts';
 import type { ScreenSize } from './screen-size.ts';
 import type { MachineProvider } from './provider.ts';
+import { checkNetworkPolicy, type NetworkPolicy } from './network-policy.ts';
 
 export interface NewMachine {
   name: string;
@@ -26,6 +27,8 @@ export interface NewMachine {
   image?: string | undefined;
   /** Idle stop: minutes without activity before the machine is stopped; 0: never (default 15). */
   autoStopMinutes?: number | undefined;
+  /** Its way out (CONTRACT 20). */
+  network?: { internet: boolean; allow?: string[] | undefined; deny?: string[] | undefined } | undefined;
 }
 
 
@@ -46,10 +49,11 @@ export interface MachineFields {
   env: Record<string, string>;
   image: string;
   autoStopMinutes: number;
+  network: NetworkPolicy | null;
 }
 
-/** @throws AppError 400 for a blank or multi-line name, an unknown size or an expiry not in the future. */
-export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number, images: readonly string[], defaultAutoStopMinutes: number): MachineFields {
+/** @throws AppError 400 for a blank or multi-line name, an unknown size, an expiry not in the future, a bad idle stop or network policy. */
+export function checkMachineFields(provider: MachineProvider, input: NewMachine, now: number, images: readonly string[], defaultAutoStopMinutes: number, egress = true): MachineFields {
   const name = checkName(input.name);
   if (input.size !== undefined && !provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
   let expiresAt: number | null = null;
@@ -65,7 +69,9 @@ export function checkMachineFields(provider: MachineProvider, input: NewMachine,
   if (input.image !== undefined && !images.includes(input.image)) throw unknownImage(images);
   if (input.pool !== undefined && input.image !== undefined) throw invalidRequest('image cannot be chosen for a machine taken from a pool: it was made before; create the machine without pool.');
   const autoStopMinutes = checkAutoStopMinutes(input.autoStopMinutes ?? defaultAutoStopMinutes);
-  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null, env, image: input.image ?? DEFAULT_IMAGE_NAME, autoStopMinutes };
+  if (input.pool !== undefined && input.network !== undefined) throw invalidRequest('network cannot be given to a machine taken from a pool at create; set it after with PATCH /api/machines/{id}.');
+  const network = input.network === undefined ? null : checkNetworkPolicy(input.network, egress);
+  return { name, size: input.size, externalId: input.externalId ?? '', labels: input.labels ?? {}, expiresAt, onExpire: input.onExpire ?? 'stop', screen: input.screen ?? null, env, image: input.image ?? DEFAULT_IMAGE_NAME, autoStopMinutes, network };
 }
 
 /**

@@ -7,7 +7,8 @@ import { createLiveView } from './live-view.service.ts';
 import { CommandArgs, longRunNote, RunId, RunWaitMs } from './machine-tools.ts';
 import { toMachineView } from './machines.repository.ts';
 import { MACHINE_LIMITS } from './machines.schemas.ts';
-import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine, updateMachine } from './machines.service.ts';
+import { createMachine, destroyMachine, getMachineRow, listMachines, rotateMachineToken, startMachine, stopMachine } from './machines.service.ts';
+import { changeMachine } from './network.service.ts';
 import { AUTO_STOP_MINUTES } from './activity.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
 import { pauseMachine, resumeMachine } from './pause.service.ts';
@@ -18,6 +19,9 @@ import type { MachineProvider } from './provider.ts';
 const MachineId = z.string().min(1).max(MACHINE_LIMITS.id).describe('Machine id (mch_…)');
 const ById = z.strictObject({ id: MachineId });
 const Status = z.enum(MACHINE_STATUSES);
+const NetworkPolicy = z
+  .strictObject({ internet: z.boolean(), allow: z.array(z.string().min(1).max(253)).max(50).optional(), deny: z.array(z.string().min(1).max(18)).max(50).optional() })
+  .describe('The way out: internet true opens every public address except deny (IPv4 CIDRs); false only what allow lists (IPv4 CIDRs, domains, *.example.org). At most 50 entries');
 const AutoStopMinutes = z
   .number()
   .int()
@@ -74,13 +78,14 @@ export function machinePlatformTools(provider: MachineProvider, wait: Readonly<T
           .describe(`Environment variables of every command, process and terminal of the machine (at most ${MACHINE_LIMITS.envVariables}, values up to 32 KiB); stored encrypted, never shown again`),
         image: z.string().min(1).max(50).optional().describe('An image the operator offers (GET /api/images); default: the base image'),
         autoStopMinutes: AutoStopMinutes.optional(),
+        network: NetworkPolicy.optional(),
       }),
     }, (input) => createMachine(deps, provider, accountId, input));
 
     defineTool(server, logger, 'machine_update', {
-      description: "Changes a machine's settings (as PATCH /api/machines/{id}): autoStopMinutes; what is left out stays.",
-      input: z.strictObject({ id: MachineId, autoStopMinutes: AutoStopMinutes.optional() }),
-    }, ({ id, ...changes }) => updateMachine(deps, accountId, id, changes));
+      description: "Changes a machine's settings (as PATCH /api/machines/{id}): autoStopMinutes, and its network policy (applied at once where it runs); what is left out stays.",
+      input: z.strictObject({ id: MachineId, autoStopMinutes: AutoStopMinutes.optional(), network: NetworkPolicy.optional() }),
+    }, ({ id, ...changes }) => changeMachine(deps, provider, accountId, id, changes));
 
     defineTool(server, logger, 'machine_start', {
       description: 'Boots a stopped machine; machine.started follows once it is up.',

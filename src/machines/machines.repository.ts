@@ -3,6 +3,7 @@ import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { MachinesTable, MachineStatus } from './machines.tables.ts';
 import type { ProviderMachine } from './provider.ts';
+import type { NetworkPolicy } from './network-policy.ts';
 import { DEFAULT_SCREEN, type ScreenSize } from './screen-size.ts';
 
 export type MachineRow = MachinesTable;
@@ -28,6 +29,8 @@ export interface MachineView {
   image: string;
   /** Idle stop: minutes without activity before it is stopped (reason `idle`); 0: never. */
   autoStopMinutes: number;
+  /** Its network policy; null: the operator's default (MACHINE_EGRESS). */
+  network: NetworkPolicy | null;
   createdAt: string;
 }
 
@@ -44,8 +47,14 @@ export function toMachineView(row: MachineRow): MachineView {
     envNames: JSON.parse(row.env_names) as string[],
     image: row.image,
     autoStopMinutes: row.auto_stop_minutes,
+    network: networkOf(row),
     createdAt: toIso(row.created_at),
   };
+}
+
+/** The policy it was given; null: the operator's default. */
+export function networkOf(row: Pick<MachineRow, 'network'>): NetworkPolicy | null {
+  return row.network === null ? null : (JSON.parse(row.network) as NetworkPolicy);
 }
 
 export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>): ScreenSize {
@@ -53,7 +62,7 @@ export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>
 }
 
 export function toProviderMachine(row: MachineRow): ProviderMachine {
-  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image };
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image, network: networkOf(row) };
 }
 
 /** Statuses in which a pooled machine counts as warm. */

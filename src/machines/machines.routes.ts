@@ -6,6 +6,7 @@ import { toMachineView } from './machines.repository.ts';
 import { Type } from 'typebox';
 import { DEFAULT_IMAGE_NAME } from '../config.ts';
 import { CreateMachineBody, ImageSchema, ListMachinesQuery, MachineSchema, MachineWithTokenSchema, UpdateMachineBody } from './machines.schemas.ts';
+import { changeMachine } from './network.service.ts';
 import {
   createMachine,
   destroyMachine,
@@ -15,7 +16,6 @@ import {
   rotateMachineToken,
   startMachine,
   stopMachine,
-  updateMachine,
 } from './machines.service.ts';
 import { pauseMachine, resumeMachine } from './pause.service.ts';
 
@@ -52,13 +52,13 @@ export const machinesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.patch('/api/machines/:id', {
     schema: {
       tags,
-      summary: "Change a machine's settings: autoStopMinutes (idle stop); what is left out stays",
-      description: '400 invalid_request for a bad value (nothing changes); 404 for an unknown machine or one of another account; 409 invalid_state for a destroyed one.',
+      summary: "Change a machine's settings: autoStopMinutes (idle stop) and its network policy (applied at once where it runs, no restart); what is left out stays",
+      description: '400 invalid_request for a bad value or policy entry (nothing changes); 404 for an unknown machine or one of another account; 409 invalid_state for a destroyed one; 502 provider_error when the host could not apply a network policy (the previous policy still holds, and nothing else changed).',
       params: IdParamsSchema,
       body: UpdateMachineBody,
       response: responses({ 200: MachineSchema }),
     },
-  }, async (request) => updateMachine(deps, accountIdOf(request), request.params.id, request.body));
+  }, async (request) => changeMachine(deps, provider, accountIdOf(request), request.params.id, request.body));
 
   app.post('/api/machines/:id/start', {
     schema: { tags, summary: 'Boot a stopped machine (machine.started follows when it is up)', params: IdParamsSchema, response: responses({ 200: MachineSchema }) },

@@ -4,6 +4,7 @@ import { ListQuerySchema } from '../http/pagination.ts';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
 import { AUTO_STOP_MINUTES } from './activity.ts';
+import { NetworkPolicySchema } from './network-policy.ts';
 
 const strict = { additionalProperties: false } as const;
 
@@ -85,18 +86,21 @@ export const CreateMachineBody = Type.Object(
     env: Type.Optional(EnvSchema),
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 50, description: 'An image the operator offers (GET /api/images); default: the base image' })),
     autoStopMinutes: Type.Optional(AutoStopMinutesSchema),
+    network: Type.Optional(NetworkPolicySchema),
   },
   strict,
 );
 
 /**
  * PATCH /api/machines/{id}: the settings a machine may change while it
- * exists, each optional (what is left out stays); at least one. A field
- * added later goes here, in MachineChanges and in updateMachine.
+ * exists, each optional (what is left out stays); at least one. A setting
+ * of the record alone goes in MachineChanges and updateMachine too; network
+ * goes to setMachineNetwork, since the host must take it.
  */
 export const UpdateMachineBody = Type.Object(
   {
     autoStopMinutes: Type.Optional(AutoStopMinutesSchema),
+    network: Type.Optional(NetworkPolicySchema),
   },
   { ...strict, minProperties: 1 },
 );
@@ -113,6 +117,7 @@ export const MachineSchema = Type.Object({
   image: Type.String({ description: 'The name of its image (GET /api/images); `default`: the base image' }),
   envNames: Type.Array(Type.String(), { description: 'The names of the environment given at create; its values are never shown' }),
   autoStopMinutes: Type.Integer({ description: 'Idle stop: minutes without activity before the machine is stopped (reason idle); 0: never' }),
+  network: Type.Union([NetworkPolicySchema, Type.Null()], { description: "Its network policy; null: the operator's default (internet open unless MACHINE_EGRESS is off)" }),
   createdAt: Timestamp,
 });
 

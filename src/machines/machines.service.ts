@@ -34,7 +34,7 @@ import type { MachineProvider } from './provider.ts';
  */
 export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
   const now = deps.clock.now();
-  const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines), deps.config.machines.autoStopMinutes);
+  const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines), deps.config.machines.autoStopMinutes, deps.config.machines.egress);
   if (input.pool !== undefined) return claimFromPool(deps, provider, accountId, input.pool, fields);
   await requireBalance(deps, accountId);
   const mcpToken = generateToken('tmm_');
@@ -63,6 +63,7 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     env_sealed: Object.keys(fields.env).length === 0 ? null : deps.secrets.seal(JSON.stringify(fields.env)),
     auto_stop_minutes: fields.autoStopMinutes,
     last_active_at: null,
+    network: fields.network === null ? null : JSON.stringify(fields.network),
     created_at: now,
     updated_at: now,
   };
@@ -153,7 +154,7 @@ export interface MachineChanges {
 export async function updateMachine(deps: Deps, accountId: string, id: string, input: MachineChanges): Promise<MachineView> {
   const changes: Updateable<MachinesTable> = {};
   if (input.autoStopMinutes !== undefined) changes.auto_stop_minutes = checkAutoStopMinutes(input.autoStopMinutes);
-  if (Object.keys(changes).length === 0) throw invalidRequest('Give at least one field to change: autoStopMinutes.');
+  if (Object.keys(changes).length === 0) throw invalidRequest('Give at least one field to change: autoStopMinutes or network.');
   const row = await getMachineRow(deps, accountId, id);
   if (row.status === 'destroyed') throw wrongStatus('be changed', row.status);
   const updated = await inTransaction(deps.database, async (tx) => {

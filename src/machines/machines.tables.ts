@@ -41,6 +41,8 @@ export interface MachinesTable {
   env_names: string;
   /** The environment's names and values, sealed (shared/sealing.ts); null when it has none. */
   env_sealed: string | null;
+  /** Its network policy as JSON (network-policy.ts); null: the operator's default (MACHINE_EGRESS). */
+  network: string | null;
   /** The name of its image among the operator's (MACHINE_IMAGES); `default`: MACHINE_IMAGE. */
   image: string;
   /** Idle stop (CONTRACT 20): stopped after this many minutes without activity; 0: never. */

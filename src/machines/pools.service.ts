@@ -206,6 +206,7 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     screen_height: null,
     env_names: '[]',
     env_sealed: null,
+    network: null,
     image: DEFAULT_IMAGE_NAME,
     // A warm machine never idles in its pool; its claim gives it the claimer's autoStopMinutes.
     auto_stop_minutes: 0,

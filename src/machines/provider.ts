@@ -1,6 +1,7 @@
 import type { Duplex, Readable } from 'node:stream';
 import type { ComputerPlan } from './computer-use.ts';
 import type { MachineStatus } from './machines.tables.ts';
+import type { NetworkPolicy } from './network-policy.ts';
 
 /** What a provider is told about a machine. */
 export interface ProviderMachine {
@@ -17,6 +18,8 @@ export interface ProviderMachine {
   sealedEnv?: string | null;
   /** The name of its image among the operator's (config `images`); absent or `default`: the base image. */
   image?: string;
+  /** Its network policy (CONTRACT 20); null or absent: the operator's default (MACHINE_EGRESS). */
+  network?: NetworkPolicy | null;
 }
 
 /** One entry of a machine's directory. */
@@ -217,6 +220,13 @@ export interface MachineProvider {
    * destroy must work on a paused machine. Where absent, machines cannot pause.
    */
   pause?(machine: ProviderMachine): Promise<void>;
+  /**
+   * Applies the machine's network policy (`machine.network`, changed) where it
+   * runs, within a second and without a restart; nothing to do for a machine
+   * not running (its start applies it). Where absent, the provider's machines
+   * have no network to govern (the simulated one): the policy is only kept.
+   */
+  setNetwork?(machine: ProviderMachine): Promise<void>;
   resume?(machine: ProviderMachine): Promise<void>;
   /**
    * Executes a run in the machine under its id and answers its outcome; asked

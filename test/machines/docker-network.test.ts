@@ -2,8 +2,8 @@ import { strict as assert } from 'node:assert';
 import { createServer, type Server } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { containerName, hostnameOf } from '../../src/machines/docker/container-spec.ts';
-import { startDnsServer, type DnsServer } from '../support/dns-server.ts';
-import { TEST_NAMESERVER, dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import type { DnsServer } from '../support/dns-server.ts';
+import { TEST_NAMESERVER, dockerUnavailable, startTestNameserver, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
 import { newOwner, type Owner } from '../support/machines.ts';
 
 const skip = await dockerUnavailable();
@@ -52,7 +52,7 @@ describe('names in real machines', { skip, timeout: 600_000 }, () => {
   let connections = 0;
 
   before(async () => {
-    nameserver = await startDnsServer((name) => (name === 'pypi.example.test' ? { a: ['203.0.113.7'], ttl: 60 } : 'nxdomain'), { host: TEST_NAMESERVER, port: 53 });
+    nameserver = await startTestNameserver((name) => (name === 'pypi.example.test' ? { a: ['203.0.113.7'], ttl: 60 } : 'nxdomain'));
     listener = createServer((socket) => {
       connections++;
       socket.destroy();

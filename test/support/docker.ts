@@ -3,6 +3,7 @@ import Docker from 'dockerode';
 import { createTestApp, type TestAppOptions, type TestContext } from './app.ts';
 import { newOwner, type Owner } from './machines.ts';
 import { eventually } from './receiver.ts';
+import { startDnsServer, type DnsAnswer, type DnsServer } from './dns-server.ts';
 import { DEFAULT_MACHINE_IMAGE } from '../../src/config.ts';
 import { MACHINE_ID_LABEL } from '../../src/machines/docker/container-spec.ts';
 
@@ -44,12 +45,46 @@ export const engine = () => new Docker();
  * The nameserver the machines' resolver forwards to in every Docker test: an
  * address of the test's own (added to the loopback interface, a private
  * address like the host resolvers of most clouds), so no test ever sends a
- * machine's lookups to the host's resolver. Only docker-network.test.ts
- * answers there. Every test process must name the same one: there is one
- * resolver per engine, made again whenever its settings change.
+ * machine's lookups to the host's resolver. docker-network.test.ts and
+ * docker-egress.test.ts answer there, one at a time (startTestNameserver).
+ * Every test process must name the same one: there is one resolver per
+ * engine, made again whenever its settings change.
  */
 export const TEST_NAMESERVER = '10.213.53.53';
-export const DOCKER_TEST_ENV: Readonly<Record<string, string>> = { MACHINE_DNS_SERVERS: TEST_NAMESERVER };
+/**
+ * Where tests run servers of their own for machines to reach (docker-egress.test.ts): an engine network with a
+ * fixed private range, which every Docker test opens with MACHINE_PRIVATE_ALLOW as an operator would. Every test
+ * process must name the same range: each service start writes the machines' firewall from it.
+ */
+export const TEST_SERVERS_NETWORK = { name: 'machine-platform-test-servers', subnet: '10.213.54.0/24' } as const;
+export const DOCKER_TEST_ENV: Readonly<Record<string, string>> = { MACHINE_DNS_SERVERS: TEST_NAMESERVER, MACHINE_PRIVATE_ALLOW: TEST_SERVERS_NETWORK.subnet };
+
+/** Makes the test servers' network if it is missing (another test process may make it at the same moment). */
+export async function ensureTestServersNetwork(): Promise<string> {
+  const docker = new Docker();
+  try {
+    await docker.createNetwork({ Name: TEST_SERVERS_NETWORK.name, Driver: 'bridge', CheckDuplicate: true, IPAM: { Config: [{ Subnet: TEST_SERVERS_NETWORK.subnet }] }, Labels: { 'machine-platform.test': 'servers' } });
+  } catch (error) {
+    if ((error as { statusCode?: number }).statusCode !== 409) throw error;
+  }
+  return TEST_SERVERS_NETWORK.name;
+}
+
+/**
+ * The test's nameserver on TEST_NAMESERVER:53, waiting (up to `waitMs`) while
+ * another test process holds that port: the tests that answer there take turns.
+ */
+export async function startTestNameserver(answer: (name: string) => DnsAnswer, waitMs = 300_000): Promise<DnsServer> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      return await startDnsServer(answer, { host: TEST_NAMESERVER, port: 53 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE' || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
 
 /** Puts TEST_NAMESERVER on the loopback interface (the kernel here has no dummy interfaces); once per host, as root. */
 export function addTestNameserverAddress(): void {

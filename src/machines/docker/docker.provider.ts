@@ -14,7 +14,8 @@ import { dockerScreen } from './screen.ts';
 import { destroyMachine, engineMessage, ensureRunning, inspectMachine, observationOfExit, pauseMachine, resumeMachine, statusCodeOf, stopMachine } from './lifecycle.ts';
 import { EGRESS_NETWORK, INTERNAL_NETWORK, ensureNetworks, installFirewall } from './network.ts';
 import { diskWarning, probeDiskLimits, type DiskLimits } from './disk-limits.ts';
-import { egressGateway, ensureResolver } from './resolver.ts';
+import { egressGateway, ensureResolver, sendToResolver } from './resolver.ts';
+import { defaultNetworkPolicy } from '../network-policy.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
 import { duplexOf, type AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
@@ -64,6 +65,40 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   const agents = agentConnections(containerOf, logger);
   const display = dockerScreen(agents);
 
+  // What this process gave the resolver of each machine (its address, the policy): a machine it has not is given
+  // its policy at its next check, after a restart of the service or a policy saved while its start was under way.
+  const policiesGiven = new Map<string, { address: string; policy: string }>();
+  /** Set at start: makes the resolver as this process's settings say. */
+  let ensureOurResolver: (() => Promise<void>) | null = null;
+  /** The agent binary this process installed: the resolver runs it, and is spoken to with it. */
+  let agentVersion = '';
+  /** Gives the resolver the machine's policy, by its address on the egress network; nothing where machines have no way out. */
+  async function applyPolicy(machine: ProviderMachine, info?: Docker.ContainerInspectInfo | null): Promise<void> {
+    if (!config.egress) return;
+    const inspected = info ?? (await inspectMachine(docker, machine.id));
+    const address = inspected?.State.Running ? inspected.NetworkSettings?.Networks?.[EGRESS_NETWORK.name]?.IPAddress : undefined;
+    if (!address) return;
+    const policy = machine.network ?? defaultNetworkPolicy(true);
+    const request = { op: 'set' as const, address, machine: machine.id, policy };
+    try {
+      await sendToResolver(docker, agentVersion, request);
+    } catch (error) {
+      // The resolver gone, or made again by a process with other settings: made as this one says, and asked again.
+      if (ensureOurResolver === null) throw error;
+      logger.warn({ err: error, machineId: machine.id }, 'the machines’ resolver did not answer; making it again');
+      await ensureOurResolver();
+      await sendToResolver(docker, agentVersion, request);
+    }
+    policiesGiven.set(machine.id, { address, policy: JSON.stringify(policy) });
+  }
+  /** The address is no longer the machine's (stopped, destroyed): its rules go, before another machine is given it. */
+  async function forgetPolicy(machineId: string): Promise<void> {
+    const given = policiesGiven.get(machineId);
+    if (given === undefined) return;
+    policiesGiven.delete(machineId);
+    await sendToResolver(docker, agentVersion, { op: 'forget', address: given.address }).catch((err: unknown) => logger.warn({ err, machineId }, 'the resolver did not forget a machine'));
+  }
+
   return {
     name: 'docker',
     docker,
@@ -97,10 +132,12 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       const agent = await installAgent(docker, DEFAULT_MACHINE_IMAGE);
       logger.debug({ agent }, 'the machine agent is installed');
       const gateway = await egressGateway(docker);
+      agentVersion = agent.version;
+      ensureOurResolver = () => ensureResolver(docker, DEFAULT_MACHINE_IMAGE, gateway, config.dnsServers, { agentVersion: agent.version, defaultInternet: config.egress });
       // Independent, and each a container's round trip: at once.
       [, , diskLimits] = await Promise.all([
-        installFirewall(docker, DEFAULT_MACHINE_IMAGE, gateway),
-        ensureResolver(docker, DEFAULT_MACHINE_IMAGE, gateway, config.dnsServers),
+        installFirewall(docker, DEFAULT_MACHINE_IMAGE, gateway, config.privateAllow),
+        ensureOurResolver(),
         probeDiskLimits(docker, config.image),
       ]);
       nameserver = gateway;
@@ -128,20 +165,32 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
           logger.warn({ err: error, machineId: machine.id }, 'the engine refused to start a machine');
           return { observation: { status: 'error', reason: 'boot-failure', message: `The machine could not start: ${engineMessage(error)}` }, checkAt: null };
         }
+        // Running only once its policy holds (the resolver out of reach: asked again later).
+        await applyPolicy(machine);
         return { observation: { status: 'running' }, checkAt: now + SAFETY_CHECK_MS };
       }
       const info = await inspectMachine(docker, machine.id);
       if (info === null) return { observation: { status: 'error', reason: 'crash', message: "The machine's container is gone." }, checkAt: null };
       // A paused container still counts as running for the engine (State.Running and State.Paused): paused is the service's word for it.
       if (info.State.Running) {
+        const given = policiesGiven.get(machine.id);
+        if (given === undefined || given.policy !== JSON.stringify(machine.network ?? defaultNetworkPolicy(true))) await applyPolicy(machine, info);
         const seen = info.State.Paused ? 'paused' : 'running';
         return { observation: seen === machine.status ? null : { status: seen }, checkAt: now + SAFETY_CHECK_MS };
       }
+      await forgetPolicy(machine.id);
       return { observation: observationOfExit(info.State, describeBytes(settingsOf(machine).size.memoryBytes)), checkAt: null };
     },
 
-    stop: (machine) => stopMachine(docker, machine.id, STOP_GRACE_SECONDS),
-    destroy: (machine) => destroyMachine(docker, machine.id),
+    async stop(machine) {
+      await stopMachine(docker, machine.id, STOP_GRACE_SECONDS);
+      await forgetPolicy(machine.id);
+    },
+    async destroy(machine) {
+      await destroyMachine(docker, machine.id);
+      await forgetPolicy(machine.id);
+    },
+    setNetwork: (machine) => applyPolicy(machine),
     pause: (machine) => pauseMachine(docker, machine.id),
     resume: (machine) => resumeMachine(docker, machine.id),
 

@@ -13,6 +13,30 @@ export const INTERNAL_NETWORK = { name: 'machine-platform-internal', bridge: 'mp
  */
 const REFUSED_DESTINATIONS = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.168.0.0/16', '198.18.0.0/15', '224.0.0.0/3'];
 
+/** Where every packet a machine on the egress bridge sends is decided (the service's rules, made again at each start). */
+export const EGRESS_CHAIN = 'MP-EGRESS';
+/** One rule per machine, to its own chain: filled by the machines' resolver (agent/resolver.go), never here. */
+export const MACHINES_CHAIN = 'MP-MACHINES';
+
+/**
+ * The egress chain, whole (iptables-restore --noflush replaces it at once, so
+ * it is never seen half made): never another machine; the operator's private
+ * ranges (MACHINE_PRIVATE_ALLOW) go to the machine's own policy, and are open
+ * to a machine that has none (the service's default); every refused range is
+ * dropped; then the machine's own chain decides (internet, allow, deny, the
+ * addresses its resolver answered), and a machine it does not know yet goes
+ * on to the engine's rules: the internet.
+ */
+export function egressChainRules(privateAllow: readonly string[]): string {
+  const rules = [
+    ...[EGRESS_NETWORK.bridge, INTERNAL_NETWORK.bridge].map((bridge) => `-A ${EGRESS_CHAIN} -o ${bridge} -j DROP`),
+    ...privateAllow.flatMap((range) => [`-A ${EGRESS_CHAIN} -d ${range} -j ${MACHINES_CHAIN}`, `-A ${EGRESS_CHAIN} -d ${range} -j ACCEPT`]),
+    ...REFUSED_DESTINATIONS.map((range) => `-A ${EGRESS_CHAIN} -d ${range} -j DROP`),
+    `-A ${EGRESS_CHAIN} -j ${MACHINES_CHAIN}`,
+  ];
+  return ['*filter', `:${EGRESS_CHAIN} - [0:0]`, ...rules, 'COMMIT', ''].join('\n');
+}
+
 /**
  * Rules on the engine's host, idempotent (checked before inserted): nothing
  * from a machine bridge reaches the host itself (INPUT: the engine's API, the
@@ -22,7 +46,7 @@ const REFUSED_DESTINATIONS = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0
  * opening: the machines' resolver, port 53 of the egress gateway, taken out
  * and put back on top each time so it stays above the DROP.
  */
-export function firewallScript(resolverAddress: string | null): string {
+export function firewallScript(resolverAddress: string | null, privateAllow: readonly string[] = []): string {
   const bridges = [EGRESS_NETWORK.bridge, INTERNAL_NETWORK.bridge];
   const rule = (chain: string, spec: string) => `iptables -w -C ${chain} ${spec} 2>/dev/null || iptables -w -I ${chain} ${spec}`;
   const onTop = (chain: string, spec: string) => `while iptables -w -D ${chain} ${spec} 2>/dev/null; do :; done; iptables -w -I ${chain} ${spec}`;
@@ -32,6 +56,14 @@ export function firewallScript(resolverAddress: string | null): string {
     'chain=DOCKER-USER; iptables -w -n -L DOCKER-USER >/dev/null 2>&1 || chain=FORWARD',
     ...bridges.flatMap((bridge) => [rule('INPUT', `-i ${bridge} -j DROP`), ...REFUSED_DESTINATIONS.map((range) => rule('"$chain"', `-i ${bridge} -d ${range} -j DROP`))]),
     ...resolver,
+    // Each machine's own policy (CONTRACT 20): its packets through the egress chain first, and the answers to
+    // connections it opened back in (those from a private range the operator opened cross the engine's
+    // isolation of its networks, which would drop them).
+    `iptables -w -N ${MACHINES_CHAIN} 2>/dev/null || true`,
+    `iptables -w -N ${EGRESS_CHAIN} 2>/dev/null || true`,
+    `iptables-restore --noflush --wait <<'RULES'\n${egressChainRules(privateAllow)}RULES`,
+    onTop('"$chain"', `-o ${EGRESS_NETWORK.bridge} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`),
+    onTop('"$chain"', `-i ${EGRESS_NETWORK.bridge} -j ${EGRESS_CHAIN}`),
   ].join('\n');
 }
 
@@ -61,11 +93,11 @@ export async function ensureNetworks(docker: Docker): Promise<void> {
  * network with NET_ADMIN (not privileged), using an image that has iptables.
  * @throws Error with what the rules' container said, when they could not be installed.
  */
-export async function installFirewall(docker: Docker, image: string, resolverAddress: string | null): Promise<void> {
+export async function installFirewall(docker: Docker, image: string, resolverAddress: string | null, privateAllow: readonly string[] = []): Promise<void> {
   const container = await docker.createContainer({
     Image: image,
     Entrypoint: [],
-    Cmd: ['/bin/sh', '-c', firewallScript(resolverAddress)],
+    Cmd: ['/bin/sh', '-c', firewallScript(resolverAddress, privateAllow)],
     Labels: { 'machine-platform.firewall': 'rules' },
     HostConfig: { NetworkMode: 'host', CapDrop: ['ALL'], CapAdd: ['NET_ADMIN', 'NET_RAW'], SecurityOpt: ['no-new-privileges'] },
   });

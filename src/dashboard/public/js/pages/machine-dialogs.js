@@ -9,6 +9,7 @@ import { field, simpleForm } from '../forms.js';
 import { pricePerHour } from '../money.js';
 import { copyButton, secretField } from '../secret.js';
 import { autoStopField } from './machine-settings.js';
+import { networkFields } from './machine-network.js';
 
 /** @typedef {import('./machines.js').Machine} Machine */
 
@@ -187,6 +188,8 @@ export function openCreateDialog(refresh) {
   });
 
   const autoStop = autoStopField({ optional: true });
+  const network = networkFields(null);
+  const networkDetails = h('details', { class: 'field', 'data-network-details': '' }, h('summary', null, 'Network policy (optional): internet open unless you change it'), network.wrapper);
 
   const { form } = simpleForm({
     label: 'Create machine',
@@ -198,6 +201,7 @@ export function openCreateDialog(refresh) {
       labels.wrapper,
       env.wrapper,
       autoStop.wrapper,
+      networkDetails,
       h('div', { class: 'form-row' }, expiresAt.wrapper, h('div', { class: 'field' }, h('label', { for: onExpireId }, 'When it expires'), onExpire)),
     ],
     submitLabel: 'Create machine',
@@ -213,6 +217,8 @@ export function openCreateDialog(refresh) {
       const parsedEnv = parseEnv(env.input.value);
       if (typeof parsedEnv === 'object' && Object.keys(parsedEnv).length > 0) input.env = parsedEnv;
       if (autoStop.input.value !== '') input.autoStopMinutes = Number(autoStop.input.value);
+      const policy = network.read();
+      if (!policy.internet || policy.deny.length > 0) input.network = policy;
       if (expiresAt.input.value) {
         input.expiresAt = new Date(expiresAt.input.value).toISOString();
         input.onExpire = onExpire.value;

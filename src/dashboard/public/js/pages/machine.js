@@ -8,6 +8,7 @@ import { pageHeader } from '../layout.js';
 import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { machineEventsSection } from './machine-events.js';
+import { networkSection } from './machine-network.js';
 import { filesSection } from './machine-files.js';
 import { previewsSection } from './machine-previews.js';
 import { processesSection } from './machine-processes.js';
@@ -64,10 +65,11 @@ export function machinePage({ params, onCleanup }) {
       const events = machineEventsSection(machine.id);
       const usage = usageSection(machine.id, onCleanup);
       const previews = previewsSection(machine.id);
+      const network = networkSection(machine);
       const settings = settingsSection(machine, load);
-      // The screen, terminal, files, processes, previews, events and usage are read again whenever the machine's status changes.
-      watchers = [screen, terminal, files, processes, previews, events, usage];
-      replace(sections, screen.element, terminal.element, runs.element, files.element, processes.element, previews.element, events.element, usage.element, settings.element);
+      // The screen, terminal, files, processes, previews, network policy, events and usage are read again whenever the machine's status changes.
+      watchers = [screen, terminal, files, processes, previews, events, usage, network];
+      replace(sections, screen.element, terminal.element, runs.element, files.element, processes.element, previews.element, network.element, events.element, usage.element, settings.element);
       started = true;
     }
     for (const watcher of watchers) watcher.setStatus(machine.status);

@@ -23,6 +23,7 @@ import { confirmDestroy, issueNewToken, openCreateDialog, openLiveView } from '.
  * @property {Record<string, string>} [labels]
  * @property {string | null} [expiresAt]
  * @property {number} [autoStopMinutes]  idle stop; 0: never
+ * @property {{ internet: boolean, allow: string[], deny: string[] } | null} [network]
  * @property {string} createdAt
  */
 
