@@ -49,6 +49,20 @@ export async function egressGateway(docker: Docker): Promise<string> {
  * image, unprivileged, with only the capabilities a resolver on port 53 needs.
  */
 export async function ensureResolver(docker: Docker, image: string, gateway: string, upstream: readonly string[], options: { agentVersion: string; defaultInternet: boolean }): Promise<void> {
+  // Service processes starting together race on the one container: one removes or creates it while another
+  // inspects or starts it. The engine then answers 404 or 409 to the slower one, which looks again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ensureResolverOnce(docker, image, gateway, upstream, options);
+    } catch (error) {
+      const status = statusCodeOf(error);
+      if ((status !== 404 && status !== 409) || attempt === 5) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+    }
+  }
+}
+
+async function ensureResolverOnce(docker: Docker, image: string, gateway: string, upstream: readonly string[], options: { agentVersion: string; defaultInternet: boolean }): Promise<void> {
   // A new agent binary makes a new resolver (its command names the binary).
   const command = resolverCommand(gateway, upstream, options.defaultInternet, options.agentVersion);
   const settings = createHash('sha256').update(JSON.stringify({ image, command })).digest('hex').slice(0, 16);
