@@ -18,6 +18,7 @@ import * as eventsByMachine from './migrations/0015_events_by_machine.ts';
 import * as billingUsageDays from './migrations/0016_billing_usage_days.ts';
 import * as previews from './migrations/0017_previews.ts';
 import * as machineEnvAndImages from './migrations/0018_machine_env_and_images.ts';
+import * as templates from './migrations/0019_templates.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -41,6 +42,7 @@ const migrations: Record<string, Migration> = {
   '0016_billing_usage_days': billingUsageDays,
   '0017_previews': previews,
   '0018_machine_env_and_images': machineEnvAndImages,
+  '0019_templates': templates,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -26,6 +26,8 @@ export interface MachineView {
   envNames: string[];
   /** The name of its image (`default`: the service's base image). */
   image: string;
+  /** The template it was made from (tpl_…), or null. */
+  template: string | null;
   createdAt: string;
 }
 
@@ -41,6 +43,7 @@ export function toMachineView(row: MachineRow): MachineView {
     screen: screenOf(row),
     envNames: JSON.parse(row.env_names) as string[],
     image: row.image,
+    template: row.template_id,
     createdAt: toIso(row.created_at),
   };
 }
@@ -50,7 +53,7 @@ export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>
 }
 
 export function toProviderMachine(row: MachineRow): ProviderMachine {
-  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image };
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image, template: row.template_id };
 }
 
 /** Statuses in which a pooled machine counts as warm. */

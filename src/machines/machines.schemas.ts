@@ -19,6 +19,7 @@ export const MACHINE_LIMITS = {
   labelValue: 256,
   labels: 50,
   poolRef: 100,
+  templateRef: 100,
   id: 100,
   envNamePattern: '^[A-Za-z_][A-Za-z0-9_]*$',
   envName: 255,
@@ -76,6 +77,7 @@ export const CreateMachineBody = Type.Object(
     screen: Type.Optional(ScreenSizeSchema),
     env: Type.Optional(EnvSchema),
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 50, description: 'An image the operator offers (GET /api/images); default: the base image' })),
+    template: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.templateRef, description: 'A template (id or name: GET /api/templates) to start from, with its files; not with image or pool' })),
   },
   strict,
 );
@@ -91,6 +93,7 @@ export const MachineSchema = Type.Object({
   screen: ScreenSizeSchema,
   image: Type.String({ description: 'The name of its image (GET /api/images); `default`: the base image' }),
   envNames: Type.Array(Type.String(), { description: 'The names of the environment given at create; its values are never shown' }),
+  template: Type.Union([Type.String(), Type.Null()], { description: 'The template (tpl_…) it was made from; null for one made from an image' }),
   createdAt: Timestamp,
 });
 
@@ -113,6 +116,7 @@ export const CreatePoolBody = Type.Object(
     name: PoolName,
     size: Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.size }),
     count: Type.Integer({ minimum: 0, maximum: 20, description: 'Machines kept booted and unclaimed' }),
+    template: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.templateRef, description: 'A template (id or name) its machines start from; it cannot be deleted while the pool names it' })),
   },
   strict,
 );
@@ -125,6 +129,7 @@ export const PoolSchema = Type.Object({
   size: Type.String(),
   count: Type.Integer(),
   ready: Type.Integer({ description: 'Booted, unclaimed machines right now' }),
+  template: Type.Union([Type.String(), Type.Null()], { description: 'The template (tpl_…) its machines start from; null: the base image' }),
   createdAt: Timestamp,
 });
 

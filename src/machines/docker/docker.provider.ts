@@ -18,6 +18,7 @@ import { egressGateway, ensureResolver } from './resolver.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
 import { duplexOf, type AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
+import { dockerTemplates, templateImage } from './templates.ts';
 
 /** How often a running machine is looked at anyway, should the engine's event of its end be missed. */
 const SAFETY_CHECK_MS = 60 * SECOND;
@@ -50,9 +51,11 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   // Learnt at start: where the machines' resolver listens, and whether the engine holds disks to their size.
   let nameserver: string | null = null;
   let diskLimits: DiskLimits = { enforced: false, why: 'the engine was not asked yet' };
+  // Machines frozen by this process for a copy of their disk (templates.ts): their check does not take that pause for a user's.
+  const freezing = new Set<string>();
   const settingsOf = (machine: ProviderMachine): ContainerSettings => ({
-    // A name MACHINE_IMAGES no longer lists: the base image, rather than a machine that cannot start again.
-    image: (machine.image !== undefined && config.images[machine.image]) || config.image,
+    // A template's machine starts from its image. A name MACHINE_IMAGES no longer lists: the base image, rather than a machine that cannot start again.
+    image: machine.template ? templateImage(machine.template) : (machine.image !== undefined && config.images[machine.image]) || config.image,
     size: config.sizes[machine.size] ?? config.sizes[sizes[0]!]!,
     network,
     nameserver: config.egress ? nameserver : null,
@@ -134,7 +137,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       if (info === null) return { observation: { status: 'error', reason: 'crash', message: "The machine's container is gone." }, checkAt: null };
       // A paused container still counts as running for the engine (State.Running and State.Paused): paused is the service's word for it.
       if (info.State.Running) {
-        const seen = info.State.Paused ? 'paused' : 'running';
+        const seen = info.State.Paused && !freezing.has(machine.id) ? 'paused' : 'running';
         return { observation: seen === machine.status ? null : { status: seen }, checkAt: now + SAFETY_CHECK_MS };
       }
       return { observation: observationOfExit(info.State, describeBytes(settingsOf(machine).size.memoryBytes)), checkAt: null };
@@ -171,6 +174,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     },
     files: dockerFiles(agents),
     processes: dockerProcesses(agents),
+    templates: dockerTemplates(docker, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing),
     metrics: dockerMetrics(agents, (machine) => (diskLimits.enforced ? settingsOf(machine).size.diskBytes : null), logger),
   };
 }
