@@ -13,7 +13,7 @@ import {
   type Owner,
 } from '../support/machines.ts';
 
-const MACHINE_KEYS = ['createdAt', 'envNames', 'expiresAt', 'externalId', 'id', 'image', 'labels', 'name', 'screen', 'size', 'status'];
+const MACHINE_KEYS = ['createdAt', 'envNames', 'expiresAt', 'externalId', 'id', 'image', 'labels', 'name', 'screen', 'size', 'status', 'template'];
 
 describe('machines', () => {
   let ctx: TestContext;
