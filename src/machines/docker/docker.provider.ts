@@ -18,7 +18,7 @@ import { egressGateway, ensureResolver } from './resolver.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
 import { duplexOf, type AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
-import { dockerTemplates, templateImage } from './templates.ts';
+import { collectKeptImages, dockerTemplates, templateImage } from './templates.ts';
 
 /** How often a running machine is looked at anyway, should the engine's event of its end be missed. */
 const SAFETY_CHECK_MS = 60 * SECOND;
@@ -144,7 +144,11 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     },
 
     stop: (machine) => stopMachine(docker, machine.id, STOP_GRACE_SECONDS),
-    destroy: (machine) => destroyMachine(docker, machine.id),
+    async destroy(machine) {
+      await destroyMachine(docker, machine.id);
+      // The image of a fork or a deleted template this machine was the last to stand on goes with it.
+      await collectKeptImages(docker, Date.now()).catch((err: unknown) => logger.warn({ err }, 'kept images could not be collected; the next destroy tries again'));
+    },
     pause: (machine) => pauseMachine(docker, machine.id),
     resume: (machine) => resumeMachine(docker, machine.id),
 
@@ -174,7 +178,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     },
     files: dockerFiles(agents),
     processes: dockerProcesses(agents),
-    templates: dockerTemplates(docker, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing),
+    templates: dockerTemplates(docker, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing, logger),
     metrics: dockerMetrics(agents, (machine) => (diskLimits.enforced ? settingsOf(machine).size.diskBytes : null), logger),
   };
 }
