@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import { KEPT_REPOSITORY, TEMPLATE_REPOSITORY, collectKeptImages, templateImage } from '../../src/machines/docker/templates.ts';
-import { dockerUnavailable, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import { dockerUnavailable, engine, runToEnd, startDockerApp, untilStatus as untilStatusWithin, type DockerApp } from '../support/docker.ts';
 import { newOwner, type Owner } from '../support/machines.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -13,6 +13,8 @@ async function platformImages(): Promise<string[]> {
   return images.flatMap((image) => image.RepoTags ?? []).filter((tag) => tag.startsWith(`${TEMPLATE_REPOSITORY}:`) || tag.startsWith(`${KEPT_REPOSITORY}:`));
 }
 const ELEVEN_MINUTES = 11 * 60_000;
+/** A boot on a shared, loaded engine can take longer than the usual minute: this test is about files, not speed. */
+const untilStatus = (owner: Owner, machineId: string, status: string) => untilStatusWithin(owner, machineId, status, 180_000);
 
 /**
  * CONTRACT 20 against a real Docker engine: a file written in a machine is in

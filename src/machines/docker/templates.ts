@@ -32,7 +32,10 @@ async function commitMachine(docker: Docker, machineId: string, repo: string, ta
   let freeze = State.Running && !State.Paused;
   if (freeze) {
     freezing.add(machineId);
-    freeze = await freezeForCopy(docker, machineId, logger);
+    freeze = await freezeForCopy(docker, machineId, logger).catch((error: unknown) => {
+      freezing.delete(machineId);
+      throw error;
+    });
     if (!freeze) freezing.delete(machineId);
   }
   try {
