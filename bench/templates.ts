@@ -32,8 +32,10 @@ export async function templateFigures(bench: MachinesBench): Promise<string[]> {
       await bench.seenRunning([id]);
       times[way].push(performance.now() - started);
       if (way === 'from template' && i === 0) {
-        const marker = await bench.api('GET', `/api/machines/${id}/files?path=/root/marker`);
-        if (marker.status !== 200) throw new Error(`the template's machine has no /root/marker: ${marker.status}`);
+        // The file's bytes, not JSON: read past the bench's JSON helper.
+        const marker = await fetch(`${bench.base}/api/machines/${id}/files?path=/root/marker`, { headers: bench.auth });
+        const text = await marker.text();
+        if (marker.status !== 200 || text !== 'toolchain\n') throw new Error(`the template's machine has no /root/marker: ${marker.status} ${text.slice(0, 200)}`);
       }
       await bench.destroyAll([id]);
     };
@@ -70,9 +72,10 @@ export async function templateFigures(bench: MachinesBench): Promise<string[]> {
     // Whatever the service left (it logs a failure): the bench leaves nothing on the engine.
     const docker = new Docker();
     await docker.getImage(templateImage(template.id)).remove({ force: true }).catch(() => {});
-    // The fork's image, kept while its copies stood on it (the service collects it later; the bench at once).
+    // The fork's image, kept while its copies stood on it (the service collects it later; the bench at once). After a
+    // failure a machine of the template may still stand on its kept image: then it stays for the service to collect.
     for (const image of await docker.listImages({ filters: { reference: [KEPT_REPOSITORY] } })) {
-      for (const tag of (image.RepoTags ?? []).filter((tag) => tag.includes(source))) await docker.getImage(tag).remove().catch(() => {});
+      for (const tag of (image.RepoTags ?? []).filter((tag) => tag.includes(source) || tag.includes(template.id))) await docker.getImage(tag).remove().catch(() => {});
     }
   }
 }
