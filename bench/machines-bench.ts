@@ -15,7 +15,8 @@ export interface MachinesBench {
   api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; json: T }>;
   /** A tool of the machine's MCP endpoint, called with the API key: its structured answer. @throws when the tool failed */
   mcpTool<T = Record<string, unknown>>(machineId: string, name: string, args: Record<string, unknown>): Promise<T>;
-  createMachine(name: string): Promise<string>;
+  /** Creates a machine (with more of POST /api/machines's fields), removed at the bench's end whatever happens. */
+  createMachine(name: string, more?: Record<string, unknown>): Promise<string>;
   seenRunning(ids: string[]): Promise<unknown>;
   destroyAll(ids: string[]): Promise<void>;
 }

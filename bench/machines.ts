@@ -4,9 +4,9 @@
 // service's MCP endpoint and POST /runs, and by the agent alone; 30 machines at once; file reads, a process's
 // output reaching a waiting reader and the agent's memory (bench/agent.ts); the service's memory through floods of
 // bytes (bench/service-memory.ts); screens (bench/screens.ts); previews (bench/previews.ts); and a terminal's keystroke
-// echo (bench/terminal.ts). Skipped, saying why, where there is no Docker engine with the machine image or no agent
+// echo (bench/terminal.ts); a create from a template beside a plain one (bench/templates.ts). Skipped, saying why, where there is no Docker engine with the machine image or no agent
 // binary (npm run agent). Set DATABASE_URL=postgres://… for PostgreSQL,
-// BENCH_ONLY=boot,commands,agent,many,memory,screens,previews,terminal for some parts only.
+// BENCH_ONLY=boot,commands,agent,many,memory,screens,previews,terminal,templates for some parts only.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
@@ -26,6 +26,7 @@ import { ms, waysReport, type MachinesBench } from './machines-bench.ts';
 import { previewFigures } from './previews.ts';
 import { screenFigures } from './screens.ts';
 import { terminalFigures } from './terminal.ts';
+import { templateFigures } from './templates.ts';
 import { memoryFigures } from './service-memory.ts';
 import { epochNow, interleavedTimes, percentile, postgresSchema, rssOf, sleep, startChild, type Child } from './support.ts';
 
@@ -40,7 +41,7 @@ const RUN_POLL_MS = 5;
 const TARGET_BOOT_P50_MS = 1500;
 /** MCP run_command's p50 over the engine exec's. */
 const TARGET_RATIO = 0.5;
-const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['boot', 'commands', 'agent', 'many', 'memory', 'screens', 'previews', 'terminal'];
+const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['boot', 'commands', 'agent', 'many', 'memory', 'screens', 'previews', 'terminal', 'templates'];
 
 const skipped = (await dockerUnavailable()) || (existsSync(AGENT_BINARY) ? false : `no machine agent at ${AGENT_BINARY}: build it with npm run agent`);
 if (skipped) {
@@ -92,8 +93,8 @@ const api = <T = Record<string, unknown>>(method: string, path: string, body?: u
 
 // ── create → running ────────────────────────────────────────────────────────────────────────────────
 
-async function createMachine(name: string): Promise<string> {
-  const answer = await api<{ id: string }>('POST', '/api/machines', { name });
+async function createMachine(name: string, more: Record<string, unknown> = {}): Promise<string> {
+  const answer = await api<{ id: string }>('POST', '/api/machines', { name, ...more });
   if (answer.status !== 201) throw new Error(`POST /api/machines: ${answer.status} ${JSON.stringify(answer.json)}`);
   created.push(answer.json.id);
   return answer.json.id;
@@ -351,6 +352,7 @@ try {
   if (PARTS.includes('screens')) summary.push(...(await screenFigures(bench)));
   if (PARTS.includes('previews')) summary.push(...(await previewFigures(bench)));
   if (PARTS.includes('terminal')) summary.push(...(await terminalFigures(bench)));
+  if (PARTS.includes('templates')) summary.push(...(await templateFigures(bench)));
   console.log(`\n| | measured | target |\n|---|---|---|\n${summary.join('\n')}`);
 } finally {
   await service.stop();

@@ -100,7 +100,7 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   },
   limit_reached: {
     status: 409,
-    description: 'The account reached a limit, for example 10 event webhook endpoints.',
+    description: 'The account reached a limit, for example 10 event webhook endpoints or 20 templates.',
     fix: 'Delete something you no longer need first.',
   },
   conflict: {
@@ -117,6 +117,11 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     status: 409,
     description: 'A machine was requested from a warm pool that has no machine to hand out (its count is 0).',
     fix: 'Raise the pool’s count, or create the machine without a pool.',
+  },
+  template_in_use: {
+    status: 409,
+    description: 'A template was asked to be deleted while a warm pool makes its machines from it.',
+    fix: 'Delete the pools that name the template (GET /api/pools shows each pool’s `template`), then delete the template.',
   },
   replayed: {
     status: 409,

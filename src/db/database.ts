@@ -15,7 +15,7 @@ import type { ApiKeysTable } from '../api-keys/api-keys.tables.ts';
 import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
 import type { EventsTable } from '../events/events.tables.ts';
 import type { DeliveriesTable, DeliveryAttemptsTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
-import type { LiveViewsTable, MachinesTable, PoolsTable } from '../machines/machines.tables.ts';
+import type { LiveViewsTable, MachinesTable, PoolsTable, TemplatesTable } from '../machines/machines.tables.ts';
 import type { PublicPreviewPortsTable } from '../machines/previews/previews.tables.ts';
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
 import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable, BillingUsageDaysTable } from '../billing/billing.tables.ts';
@@ -35,6 +35,7 @@ export interface DB {
   delivery_attempts: DeliveryAttemptsTable;
   machines: MachinesTable;
   pools: PoolsTable;
+  templates: TemplatesTable;
   live_views: LiveViewsTable;
   public_preview_ports: PublicPreviewPortsTable;
   runs: RunsTable;

@@ -18,6 +18,7 @@ import * as eventsByMachine from './migrations/0015_events_by_machine.ts';
 import * as billingUsageDays from './migrations/0016_billing_usage_days.ts';
 import * as previews from './migrations/0017_previews.ts';
 import * as machineEnvAndImages from './migrations/0018_machine_env_and_images.ts';
+import * as templates from './migrations/0019_templates.ts';
 import * as machineAutoStop from './migrations/0020_machine_auto_stop.ts';
 import * as machineNetwork from './migrations/0021_machine_network.ts';
 import { dialectOf } from './connect.ts';
@@ -43,6 +44,7 @@ const migrations: Record<string, Migration> = {
   '0016_billing_usage_days': billingUsageDays,
   '0017_previews': previews,
   '0018_machine_env_and_images': machineEnvAndImages,
+  '0019_templates': templates,
   '0020_machine_auto_stop': machineAutoStop,
   '0021_machine_network': machineNetwork,
 };

@@ -39,6 +39,7 @@ export const PROBLEM_TITLES: Record<string, string> = {
   card_declined: 'Card declined',
   payment_method_required: 'Payment method required',
   pool_empty: 'Warm pool empty',
+  template_in_use: 'Template in use',
   invalid_signature: 'Invalid signature',
   replayed: 'Request already received',
   provider_error: 'Machine host failed',

@@ -29,6 +29,8 @@ export interface NewMachine {
   autoStopMinutes?: number | undefined;
   /** Its way out (CONTRACT 20). */
   network?: { internet: boolean; allow?: string[] | undefined; deny?: string[] | undefined } | undefined;
+  /** A template (id or name) to start from: its files, image and environment. */
+  template?: string | undefined;
 }
 
 
@@ -67,6 +69,8 @@ export function checkMachineFields(provider: MachineProvider, input: NewMachine,
   if (input.pool !== undefined && input.env !== undefined) throw invalidRequest('env cannot be given to a machine taken from a pool: it was made before; create the machine without pool.');
   const env = checkEnv(input.env ?? {});
   if (input.image !== undefined && !images.includes(input.image)) throw unknownImage(images);
+  if (input.template !== undefined && input.pool !== undefined) throw invalidRequest('template cannot be chosen for a machine taken from a pool: make a pool from the template (POST /api/pools {template}), or create the machine without pool.');
+  if (input.template !== undefined && input.image !== undefined) throw invalidRequest('image cannot be chosen with template: a template starts from the image it was saved from.');
   if (input.pool !== undefined && input.image !== undefined) throw invalidRequest('image cannot be chosen for a machine taken from a pool: it was made before; create the machine without pool.');
   const autoStopMinutes = checkAutoStopMinutes(input.autoStopMinutes ?? defaultAutoStopMinutes);
   if (input.pool !== undefined && input.network !== undefined) throw invalidRequest('network cannot be given to a machine taken from a pool at create; set it after with PATCH /api/machines/{id}.');

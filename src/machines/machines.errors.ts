@@ -44,3 +44,18 @@ export const notSupported = (what: string, provider: string) =>
 /** CONTRACT 16: the screen tools of a machine without a display. */
 export const noDisplay = () =>
   new AppError(409, 'no_display', 'This machine has no display: its image has none, or its provider draws no screen. The default image (npm run machine-image) has one.');
+
+export const templateNotFound = () => notFound('The template');
+
+export const templateNameTaken = (name: string) => new AppError(409, 'conflict', `A template named "${name}" already exists.`);
+
+export const templateLimitReached = (max: number) =>
+  new AppError(409, 'limit_reached', `An account can keep at most ${max} templates; delete one you no longer need (DELETE /api/templates/{id}).`);
+
+/** A warm pool makes its machines from the template: deleting it would leave the pool nothing to refill from. */
+export const templateInUse = (pools: readonly string[]) =>
+  new AppError(409, 'template_in_use', `The template is used by the warm pool${pools.length > 1 ? 's' : ''} ${pools.map((name) => `"${name}"`).join(', ')}; delete ${pools.length > 1 ? 'those pools' : 'that pool'} first.`);
+
+/** The host failed to copy a machine's disk; nothing was saved or created. */
+export const hostFailedToCopy = (what: 'save the machine as a template' | 'fork the machine') =>
+  new AppError(502, 'provider_error', `The host failed to ${what}; nothing was created. Try again.`);

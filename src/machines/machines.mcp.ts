@@ -13,6 +13,8 @@ import { AUTO_STOP_MINUTES } from './activity.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
 import { pauseMachine, resumeMachine } from './pause.service.ts';
 import { SCREEN_LIMITS } from './screen-size.ts';
+import { FORK_LIMITS, forkMachine } from './forks.service.ts';
+import { createTemplate } from './templates.service.ts';
 import type { MachineProvider } from './provider.ts';
 
 // The same limits as the HTTP schemas (machines.schemas.ts, runs.schemas.ts), in zod for the MCP SDK.
@@ -79,6 +81,7 @@ export function machinePlatformTools(provider: MachineProvider, wait: Readonly<T
         image: z.string().min(1).max(50).optional().describe('An image the operator offers (GET /api/images); default: the base image'),
         autoStopMinutes: AutoStopMinutes.optional(),
         network: NetworkPolicy.optional(),
+        template: z.string().min(1).max(MACHINE_LIMITS.templateRef).optional().describe('A template (id or name) to start from, with its files; not with image or pool'),
       }),
     }, (input) => createMachine(deps, provider, accountId, input));
 
@@ -106,6 +109,20 @@ export function machinePlatformTools(provider: MachineProvider, wait: Readonly<T
       description: 'Lets a paused machine go on from where it was frozen (machine.resumed).',
       input: ById,
     }, ({ id }) => resumeMachine(deps, provider, accountId, id));
+
+    defineTool(server, logger, 'template_create', {
+      description:
+        'Saves a machine’s disk (running: frozen for the copy, then going on; paused; or stopped) as a template of the account, as {id, name, sizeBytes, createdAt, sourceMachineId}. ' +
+        'machine_create {template} then starts machines with its files. At most 20 per account.',
+      input: z.strictObject({ machineId: MachineId, name: z.string().min(1).max(MACHINE_LIMITS.name) }),
+    }, (input) => createTemplate(deps, provider, accountId, input));
+
+    defineTool(server, logger, 'machine_fork', {
+      description:
+        `Makes count (${FORK_LIMITS.min}–${FORK_LIMITS.max}) new machines from a machine’s disk at once, as {data: [machines]}: each with the source’s files, size, labels, image and environment, ` +
+        'booting (machine.created follows), its mcpToken shown only here.',
+      input: z.strictObject({ id: MachineId, count: z.number().int().min(FORK_LIMITS.min).max(FORK_LIMITS.max), name: z.string().min(1).max(MACHINE_LIMITS.name).optional() }),
+    }, async ({ id, count, name }) => ({ data: await forkMachine(deps, provider, accountId, id, { count, name }) }));
 
     defineTool(server, logger, 'machine_destroy', {
       description: 'Destroys a machine for good.',

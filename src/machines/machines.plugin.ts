@@ -27,6 +27,7 @@ import { poolsRoutes } from './pools.routes.ts';
 import type { MachineProvider } from './provider.ts';
 import { runsRoutes } from './runs.routes.ts';
 import { schedulesRoutes } from './schedules.routes.ts';
+import { templatesRoutes } from './templates.routes.ts';
 import { terminalRoutes } from './terminal.routes.ts';
 import { createSimulatedProvider } from './simulated.provider.ts';
 import { previewPlatformTools, registerPreviewTools } from './previews/preview-tools.ts';
@@ -94,6 +95,7 @@ export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions>; terminal
     recordRequestActivity(app, activity);
     await app.register(machinesRoutes);
     await app.register(poolsRoutes);
+    await app.register(templatesRoutes);
     await app.register(runsRoutes);
     await app.register(schedulesRoutes);
     await app.register(inboundWebhooksRoutes);

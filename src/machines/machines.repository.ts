@@ -31,6 +31,8 @@ export interface MachineView {
   autoStopMinutes: number;
   /** Its network policy; null: the operator's default (MACHINE_EGRESS). */
   network: NetworkPolicy | null;
+  /** The template it was made from (tpl_…), or null. */
+  template: string | null;
   createdAt: string;
 }
 
@@ -48,6 +50,7 @@ export function toMachineView(row: MachineRow): MachineView {
     image: row.image,
     autoStopMinutes: row.auto_stop_minutes,
     network: networkOf(row),
+    template: row.template_id,
     createdAt: toIso(row.created_at),
   };
 }
@@ -62,7 +65,7 @@ export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>
 }
 
 export function toProviderMachine(row: MachineRow): ProviderMachine {
-  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image, network: networkOf(row) };
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image, network: networkOf(row), template: row.template_id };
 }
 
 /** Statuses in which a pooled machine counts as warm. */

@@ -21,6 +21,7 @@ export const MACHINE_LIMITS = {
   labelValue: 256,
   labels: 50,
   poolRef: 100,
+  templateRef: 100,
   id: 100,
   envNamePattern: '^[A-Za-z_][A-Za-z0-9_]*$',
   envName: 255,
@@ -87,6 +88,7 @@ export const CreateMachineBody = Type.Object(
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 50, description: 'An image the operator offers (GET /api/images); default: the base image' })),
     autoStopMinutes: Type.Optional(AutoStopMinutesSchema),
     network: Type.Optional(NetworkPolicySchema),
+    template: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.templateRef, description: 'A template (id or name: GET /api/templates) to start from, with its files; not with image or pool' })),
   },
   strict,
 );
@@ -118,6 +120,7 @@ export const MachineSchema = Type.Object({
   envNames: Type.Array(Type.String(), { description: 'The names of the environment given at create; its values are never shown' }),
   autoStopMinutes: Type.Integer({ description: 'Idle stop: minutes without activity before the machine is stopped (reason idle); 0: never' }),
   network: Type.Union([NetworkPolicySchema, Type.Null()], { description: "Its network policy; null: the operator's default (internet open unless MACHINE_EGRESS is off)" }),
+  template: Type.Union([Type.String(), Type.Null()], { description: 'The template (tpl_…) it was made from; null for one made from an image' }),
   createdAt: Timestamp,
 });
 
@@ -140,6 +143,7 @@ export const CreatePoolBody = Type.Object(
     name: PoolName,
     size: Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.size }),
     count: Type.Integer({ minimum: 0, maximum: 20, description: 'Machines kept booted and unclaimed' }),
+    template: Type.Optional(Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.templateRef, description: 'A template (id or name) its machines start from; it cannot be deleted while the pool names it' })),
   },
   strict,
 );
@@ -152,6 +156,7 @@ export const PoolSchema = Type.Object({
   size: Type.String(),
   count: Type.Integer(),
   ready: Type.Integer({ description: 'Booted, unclaimed machines right now' }),
+  template: Type.Union([Type.String(), Type.Null()], { description: 'The template (tpl_…) its machines start from; null: the base image' }),
   createdAt: Timestamp,
 });
 

@@ -24,19 +24,23 @@ import { checkAutoStopMinutes, checkMachineFields, type MachineWithToken, type N
 import { markStarting, scheduleCheck, scheduleExpiry } from './machine-transitions.ts';
 import { claimFromPool } from './pools.service.ts';
 import type { MachineProvider } from './provider.ts';
+import { envFromTemplate, templateByRef } from './template-source.ts';
 
 /**
  * Creates and boots a machine, or claims a warm one from a pool.
  * `machine.created` follows when the boot completes (its check asks the
  * provider). The machine is recorded before the host is asked, so a host that
  * refuses the boot leaves it in `error` with `machine.error`, answered as such.
- * @throws AppError 400 bad fields, 402 payment_required on an empty balance, 404 unknown pool, 409 pool_empty.
+ * With `template`, it starts from the template's disk (its files, image and environment).
+ * @throws AppError 400 bad fields, 402 payment_required on an empty balance, 404 unknown pool or template, 409 pool_empty.
  */
 export async function createMachine(deps: Deps, provider: MachineProvider, accountId: string, input: NewMachine): Promise<MachineWithToken> {
   const now = deps.clock.now();
   const fields = checkMachineFields(provider, input, now, imageNames(deps.config.machines), deps.config.machines.autoStopMinutes, deps.config.machines.egress);
   if (input.pool !== undefined) return claimFromPool(deps, provider, accountId, input.pool, fields);
+  const template = input.template === undefined ? null : await templateByRef(deps, accountId, input.template);
   await requireBalance(deps, accountId);
+  const env = template === null ? ownEnv(deps, fields.env) : envFromTemplate(deps, template, fields.env);
   const mcpToken = generateToken('tmm_');
   const row: MachineRow = {
     id: newId('mch', now),
@@ -58,9 +62,9 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     pending_reason: null,
     screen_width: fields.screen?.width ?? null,
     screen_height: fields.screen?.height ?? null,
-    env_names: JSON.stringify(Object.keys(fields.env)),
-    image: fields.image,
-    env_sealed: Object.keys(fields.env).length === 0 ? null : deps.secrets.seal(JSON.stringify(fields.env)),
+    ...env,
+    image: template?.image ?? fields.image,
+    template_id: template?.id ?? null,
     auto_stop_minutes: fields.autoStopMinutes,
     last_active_at: null,
     network: fields.network === null ? null : JSON.stringify(fields.network),
@@ -75,6 +79,11 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
   });
   const { machine } = await bootStarting(deps, provider, row);
   return { ...toMachineView(machine), mcpToken };
+}
+
+/** A machine's own environment as its columns hold it: the names in clear, the whole sealed. */
+function ownEnv(deps: Pick<Deps, 'secrets'>, env: Record<string, string>): { env_names: string; env_sealed: string | null } {
+  return { env_names: JSON.stringify(Object.keys(env)), env_sealed: Object.keys(env).length === 0 ? null : deps.secrets.seal(JSON.stringify(env)) };
 }
 
 /** The images users may pick, the base one (`default`) first. */

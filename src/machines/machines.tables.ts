@@ -49,6 +49,8 @@ export interface MachinesTable {
   auto_stop_minutes: number;
   /** The last activity recorded (activity.ts says what counts), written at most every few seconds; null: none yet. */
   last_active_at: number | null;
+  /** The template it was made from (issue 41); null for a machine made from an image. */
+  template_id: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -60,6 +62,8 @@ export interface PoolsTable {
   size: string;
   /** Machines kept booted and unclaimed. */
   count: number;
+  /** The template its machines are made from; null: the base image. A template a pool names cannot be deleted. */
+  template_id: string | null;
   /** Bumped by every refill: refills are serialised on it across processes. */
   version: number;
   created_at: number;
@@ -71,5 +75,20 @@ export interface LiveViewsTable {
   account_id: string;
   machine_id: string;
   expires_at: number;
+  created_at: number;
+}
+
+/** A machine's disk saved under a name (issue 41); the disk itself is the host's (an image, with Docker). */
+export interface TemplatesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  source_machine_id: string;
+  /** The source machine's image name (MACHINE_IMAGES), which its machines show. */
+  image: string;
+  size_bytes: number;
+  /** The source machine's environment, carried by its disk: names in clear, the whole sealed (as machines keep theirs). */
+  env_names: string;
+  env_sealed: string | null;
   created_at: number;
 }

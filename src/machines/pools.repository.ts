@@ -13,11 +13,13 @@ export interface PoolView {
   size: string;
   count: number;
   ready: number;
+  /** The template its machines start from, or null. */
+  template: string | null;
   createdAt: string;
 }
 
 export function toPoolView(row: PoolRow, ready: number): PoolView {
-  return { id: row.id, name: row.name, size: row.size, count: row.count, ready, createdAt: toIso(row.created_at) };
+  return { id: row.id, name: row.name, size: row.size, count: row.count, ready, template: row.template_id, createdAt: toIso(row.created_at) };
 }
 
 export async function insertPool(db: Kysely<DB>, row: PoolRow): Promise<void> {

@@ -11,7 +11,7 @@ import { finishPending } from './machine-actions.ts';
 import { emitMachineEvent } from './machine-events.ts';
 import { hostRetryDelay, poolRefillJob } from './job-types.ts';
 import { markStopping, scheduleCheck, scheduleExpiry } from './machine-transitions.ts';
-import { poolEmpty, poolNameTaken, poolNotFound, unknownSize } from './machines.errors.ts';
+import { poolEmpty, poolNameTaken, poolNotFound, templateNotFound, unknownSize } from './machines.errors.ts';
 import {
   insertMachine,
   toMachineView,
@@ -36,6 +36,9 @@ import {
   type PoolView,
 } from './pools.repository.ts';
 import type { MachineProvider } from './provider.ts';
+import { envFromTemplate, templateByRef } from './template-source.ts';
+import { findTemplate, type TemplateRow } from './templates.repository.ts';
+import { lockAccount } from '../db/locks.ts';
 
 /** More than any pool holds, so every warm machine is seen. */
 const MAX_POOL_MACHINES = 1000;
@@ -64,17 +67,19 @@ export async function listPools(deps: Deps, accountId: string, limit: number, cu
 }
 
 /**
- * Creates a pool and starts booting its `count` machines.
- * @throws AppError 400 blank name or unknown size, 409 conflict when the name is taken.
+ * Creates a pool and starts booting its `count` machines (from `template`
+ * when given: its files, image and environment).
+ * @throws AppError 400 blank name or unknown size, 404 unknown template, 409 conflict when the name is taken.
  */
 export async function createPool(
   deps: Deps,
   provider: MachineProvider,
   accountId: string,
-  input: { name: string; size: string; count: number },
+  input: { name: string; size: string; count: number; template?: string | undefined },
 ): Promise<PoolView> {
   const name = checkName(input.name);
   if (!provider.sizes.includes(input.size)) throw unknownSize(provider.sizes);
+  const template = input.template === undefined ? null : await templateByRef(deps, accountId, input.template);
   const now = deps.clock.now();
   const row: PoolRow = {
     id: newId('pool', now),
@@ -82,12 +87,18 @@ export async function createPool(
     name,
     size: input.size,
     count: input.count,
+    template_id: template?.id ?? null,
     version: 0,
     created_at: now,
     updated_at: now,
   };
   try {
     await inTransaction(deps.database, async (tx) => {
+      if (template !== null) {
+        // Under the lock a template's deletion takes: it either sees this pool, or is gone before it is named.
+        await lockAccount(tx.db, accountId);
+        if ((await findTemplate(tx.db, accountId, template.id)) === undefined) throw templateNotFound();
+      }
       await insertPool(tx.db, row);
       await refillOrRetry(deps, provider, tx, row.id);
     });
@@ -167,8 +178,9 @@ export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, 
   let bootFailures = 0;
   // No new warm machines on an empty balance (they would be stopped at once); the pool fills again at its next refill.
   const unpaid = warm.length < pool.count && (await balanceIsEmpty(deps, pool.account_id, tx.db));
+  const template = pool.template_id === null || warm.length >= pool.count ? null : ((await findTemplate(tx.db, pool.account_id, pool.template_id)) ?? null);
   for (let i = unpaid ? pool.count : warm.length; i < pool.count; i++) {
-    const booted = await newPoolMachine(deps, provider, pool);
+    const booted = await newPoolMachine(deps, provider, pool, template);
     if (booted === null) {
       bootFailures++;
       continue;
@@ -181,7 +193,7 @@ export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, 
 }
 
 /** A warm machine for the pool, booting, and when to ask about it; null when the host refuses the boot (logged: nobody asked for this machine, so no event). */
-async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow): Promise<{ machine: MachineRow; checkAt: number } | null> {
+async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow, template: TemplateRow | null): Promise<{ machine: MachineRow; checkAt: number } | null> {
   const now = deps.clock.now();
   const id = newId('mch', now);
   const row: MachineRow = {
@@ -204,10 +216,10 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     pending_reason: null,
     screen_width: null,
     screen_height: null,
-    env_names: '[]',
-    env_sealed: null,
+    ...(template === null ? { env_names: '[]', env_sealed: null } : envFromTemplate(deps, template, {})),
+    image: template?.image ?? DEFAULT_IMAGE_NAME,
+    template_id: template?.id ?? null,
     network: null,
-    image: DEFAULT_IMAGE_NAME,
     // A warm machine never idles in its pool; its claim gives it the claimer's autoStopMinutes.
     auto_stop_minutes: 0,
     last_active_at: null,

@@ -20,6 +20,32 @@ export interface ProviderMachine {
   image?: string;
   /** Its network policy (CONTRACT 20); null or absent: the operator's default (MACHINE_EGRESS). */
   network?: NetworkPolicy | null;
+  /** The template (its id) whose disk it starts from (issue 41); absent or null: its image's. */
+  template?: string | null;
+}
+
+/**
+ * Saved disks (issue 41): a machine's files kept by the host under a
+ * template's id, for new machines to start from (`ProviderMachine.template`),
+ * and copied straight into new machines (forks). A running machine is frozen
+ * for the copy, so its files are taken at one instant, and goes on after.
+ */
+export interface MachineTemplates {
+  /**
+   * Saves the machine's disk (running, paused or stopped) under the
+   * template's id; saving again under the same id replaces it.
+   * @throws the host's error (the machine gone).
+   */
+  save(machine: ProviderMachine, templateId: string): Promise<{ sizeBytes: number }>;
+  /** Removes a saved disk; nothing to do for one already gone. Machines made from it keep their files. */
+  remove(templateId: string): Promise<void>;
+  /**
+   * Copies the machine's disk, once, into each of `copies`: new machines not
+   * booted yet, whose first boot starts from it. On failure nothing of the
+   * copies is left on the host.
+   * @throws the host's error.
+   */
+  fork(machine: ProviderMachine, copies: readonly ProviderMachine[]): Promise<void>;
 }
 
 /** One entry of a machine's directory. */
@@ -272,6 +298,8 @@ export interface MachineProvider {
   connectPort?(machine: ProviderMachine, port: number): Promise<Duplex | null>;
   /** A running machine's files, where the provider offers them. */
   readonly files?: MachineFiles;
+  /** Templates and forks, where the provider offers them. */
+  readonly templates?: MachineTemplates;
   /** A running machine's background processes, where the provider offers them. */
   readonly processes?: MachineProcesses;
   /**

@@ -105,6 +105,16 @@ export function createSimulatedProvider(options: { bootMs: number; clock: Clock;
     pause: slow,
     resume: slow,
 
+    // A simulated machine has no disk: its templates and forks hold nothing (sizeBytes 0), and their machines are like any other here.
+    templates: {
+      async save(machine) {
+        await slow(machine);
+        return { sizeBytes: 0 };
+      },
+      async remove() {},
+      fork: slow,
+    },
+
     async runCommand(machine, run: ProviderRun, signal) {
       const endsAt = run.startedAt + simulatedDuration(run.command);
       // Stopped before the command ended: the host has no outcome to give.

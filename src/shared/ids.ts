@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 import { decodeTime, encodeTime, monotonicFactory } from 'ulid';
 
-export type IdPrefix = 'acct' | 'ses' | 'job' | 'proc' | 'key' | 'ep' | 'evt' | 'dlv' | 'mch' | 'run' | 'sch' | 'ihk' | 'pool' | 'txn' | 'grt' | 'pk' | 'sec';
+export type IdPrefix = 'acct' | 'ses' | 'job' | 'proc' | 'key' | 'ep' | 'evt' | 'dlv' | 'mch' | 'run' | 'sch' | 'ihk' | 'pool' | 'txn' | 'grt' | 'pk' | 'sec' | 'tpl';
 
 // ulid asks for one random byte per character; one call to the system's CSPRNG per 4 KiB is enough.
 const pool = new Uint8Array(4096);

@@ -13,7 +13,7 @@ import {
   type Owner,
 } from '../support/machines.ts';
 
-const MACHINE_KEYS = ['autoStopMinutes', 'createdAt', 'envNames', 'expiresAt', 'externalId', 'id', 'image', 'labels', 'name', 'network', 'screen', 'size', 'status'];
+const MACHINE_KEYS = ['autoStopMinutes', 'createdAt', 'envNames', 'expiresAt', 'externalId', 'id', 'image', 'labels', 'name', 'network', 'screen', 'size', 'status', 'template'];
 
 describe('machines', () => {
   let ctx: TestContext;

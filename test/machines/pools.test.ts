@@ -22,7 +22,7 @@ describe('warm pools', () => {
     assert.equal(created.statusCode, 201);
     const pool = created.json();
     assert.match(pool.id, /^pool_[0-9a-z]{26}$/);
-    assert.deepEqual({ ...pool, id: undefined, createdAt: undefined }, { id: undefined, name: 'warm', size: 'large', count: 2, ready: 0, createdAt: undefined });
+    assert.deepEqual({ ...pool, id: undefined, createdAt: undefined }, { id: undefined, name: 'warm', size: 'large', count: 2, ready: 0, template: null, createdAt: undefined });
 
     const booting = await machinesOfPool('warm');
     assert.equal(booting.length, 2);

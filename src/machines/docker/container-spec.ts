@@ -27,7 +27,10 @@ export const containerName = (machineId: string) => `machine-platform-${machineI
 export const MACHINE_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'SETUID', 'SETGID', 'KILL', 'NET_BIND_SERVICE'] as const;
 
 /**
- * The machine's first process, under the engine's init. It names the
+ * The machine's first process, under the engine's init. A disk copied from
+ * another machine (a template's, a fork's: issue 41) starts without that
+ * machine's records of runs and processes (they name the host name they were
+ * written under, the machine's id). It names the
  * machines' resolver (MACHINE_NAMESERVER) as the only nameserver, or none when
  * the machine has no way out: never the engine's own resolver (127.0.0.11),
  * which would answer other containers' names and forward the rest from inside
@@ -42,7 +45,9 @@ export const MACHINE_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID'
 const MACHINE_INIT = [
   '/bin/sh',
   '-c',
-  `if [ -n "\${MACHINE_NAMESERVER:-}" ]; then echo "nameserver $MACHINE_NAMESERVER" > /etc/resolv.conf; else echo '# This machine has no way out, so no nameserver.' > /etc/resolv.conf; fi 2>/dev/null
+  `here=$(cat /etc/hostname 2>/dev/null); mine=$(cat ${RECORDS_DIR}/.machine 2>/dev/null)
+if [ -n "$mine" ] && [ "$mine" != "$here" ]; then rm -rf ${RECORDS_DIR}; fi; mkdir -p ${RECORDS_DIR} && echo "$here" > ${RECORDS_DIR}/.machine
+if [ -n "\${MACHINE_NAMESERVER:-}" ]; then echo "nameserver $MACHINE_NAMESERVER" > /etc/resolv.conf; else echo '# This machine has no way out, so no nameserver.' > /etc/resolv.conf; fi 2>/dev/null
 (while :; do ${AGENT_PATH} serve --records ${RECORDS_DIR}; sleep 1; done) </dev/null >/dev/null 2>&1 &
 if [ -x /usr/local/lib/machine-platform/init ]; then exec /usr/local/lib/machine-platform/init; fi
 mkdir -p ${RECORDS_DIR}
@@ -97,7 +102,8 @@ export function containerSpec(machine: ProviderMachine, settings: ContainerSetti
     Env: containerEnv(settings.env ?? {}, {
       DISPLAY: ':1',
       MACHINE_SCREEN: `${machine.screen.width}x${machine.screen.height}`,
-      ...(settings.nameserver ? { MACHINE_NAMESERVER: settings.nameserver } : {}),
+      // Always set, empty for none: a disk copied from a machine with a way out carries its value in the image.
+      MACHINE_NAMESERVER: settings.nameserver ?? '',
     }),
     Labels: { [MACHINE_ID_LABEL]: machine.id },
     HostConfig: {

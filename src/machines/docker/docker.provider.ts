@@ -19,6 +19,7 @@ import { defaultNetworkPolicy } from '../network-policy.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
 import { duplexOf, type AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
+import { collectKeptImages, dockerTemplates, templateImage } from './templates.ts';
 
 /** How often a running machine is looked at anyway, should the engine's event of its end be missed. */
 const SAFETY_CHECK_MS = 60 * SECOND;
@@ -51,9 +52,11 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   // Learnt at start: where the machines' resolver listens, and whether the engine holds disks to their size.
   let nameserver: string | null = null;
   let diskLimits: DiskLimits = { enforced: false, why: 'the engine was not asked yet' };
+  // Machines frozen by this process for a copy of their disk (templates.ts): their check does not take that pause for a user's.
+  const freezing = new Set<string>();
   const settingsOf = (machine: ProviderMachine): ContainerSettings => ({
-    // A name MACHINE_IMAGES no longer lists: the base image, rather than a machine that cannot start again.
-    image: (machine.image !== undefined && config.images[machine.image]) || config.image,
+    // A template's machine starts from its image. A name MACHINE_IMAGES no longer lists: the base image, rather than a machine that cannot start again.
+    image: machine.template ? templateImage(machine.template) : (machine.image !== undefined && config.images[machine.image]) || config.image,
     size: config.sizes[machine.size] ?? config.sizes[sizes[0]!]!,
     network,
     nameserver: config.egress ? nameserver : null,
@@ -175,7 +178,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       if (info.State.Running) {
         const given = policiesGiven.get(machine.id);
         if (given === undefined || given.policy !== JSON.stringify(machine.network ?? defaultNetworkPolicy(true))) await applyPolicy(machine, info);
-        const seen = info.State.Paused ? 'paused' : 'running';
+        const seen = info.State.Paused && !freezing.has(machine.id) ? 'paused' : 'running';
         return { observation: seen === machine.status ? null : { status: seen }, checkAt: now + SAFETY_CHECK_MS };
       }
       await forgetPolicy(machine.id);
@@ -189,6 +192,8 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     async destroy(machine) {
       await destroyMachine(docker, machine.id);
       await forgetPolicy(machine.id);
+      // The image of a fork or a deleted template this machine was the last to stand on goes with it.
+      await collectKeptImages(docker, Date.now()).catch((err: unknown) => logger.warn({ err }, 'kept images could not be collected; the next destroy tries again'));
     },
     setNetwork: (machine) => applyPolicy(machine),
     pause: (machine) => pauseMachine(docker, machine.id),
@@ -220,6 +225,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     },
     files: dockerFiles(agents),
     processes: dockerProcesses(agents),
+    templates: dockerTemplates(docker, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing, logger),
     metrics: dockerMetrics(agents, (machine) => (diskLimits.enforced ? settingsOf(machine).size.diskBytes : null), logger),
   };
 }

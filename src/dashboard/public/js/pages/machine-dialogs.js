@@ -10,6 +10,7 @@ import { pricePerHour } from '../money.js';
 import { copyButton, secretField } from '../secret.js';
 import { autoStopField } from './machine-settings.js';
 import { networkFields } from './machine-network.js';
+import { templateChoice } from './machine-templates.js';
 
 /** @typedef {import('./machines.js').Machine} Machine */
 
@@ -162,11 +163,17 @@ export function openCreateDialog(refresh) {
   const image = /** @type {HTMLSelectElement} */ (h('select', { id: imageId, name: 'image', class: 'select' }, h('option', { value: 'default' }, 'default')));
   const imageField = h('div', { class: 'field', hidden: true, 'data-image-field': '' }, h('label', { for: imageId }, 'Image'), image,
     h('div', { class: 'field__hint' }, 'What the machine is made from; the default has a desktop.'));
+  let offersImages = false;
   api('GET', '/api/images').then((/** @type {{ data: Array<{ name: string, default: boolean }> }} */ images) => {
     if (images.data.length < 2) return;
     replace(image, ...images.data.map((entry) => h('option', { value: entry.name, selected: entry.default }, entry.name)));
-    imageField.hidden = false;
+    offersImages = true;
+    imageField.hidden = template.value() !== null;
   }, () => {});
+  // A template starts from the image it was saved from: the image choice goes while one is chosen.
+  const template = templateChoice((chosen) => {
+    imageField.hidden = !offersImages || chosen !== null;
+  });
   const externalId = field({ label: 'External ID', name: 'externalId', optional: true, maxlength: 200, hint: 'Your own reference, repeated in events.' });
   const labels = field({ label: 'Labels', name: 'labels', optional: true, multiline: true, mono: true, placeholder: 'team=research\nenv=staging', hint: 'One key=value per line.' });
   const expiresAt = field({ label: 'Expires at', name: 'expiresAt', type: 'datetime-local', optional: true, hint: 'In your local time.' });
@@ -197,6 +204,7 @@ export function openCreateDialog(refresh) {
       nextStep,
       name.wrapper,
       h('div', { class: 'form-row' }, h('div', { class: 'field' }, h('label', { for: sizeId }, 'Size'), size, sizeHint), imageField),
+      template.wrapper,
       externalId.wrapper,
       labels.wrapper,
       env.wrapper,
@@ -211,7 +219,9 @@ export function openCreateDialog(refresh) {
       /** @type {Record<string, unknown>} */
       const input = { name: name.input.value.trim() };
       input.size = size.value;
-      if (image.value !== 'default') input.image = image.value;
+      const chosenTemplate = template.value();
+      if (chosenTemplate !== null) input.template = chosenTemplate;
+      else if (image.value !== 'default') input.image = image.value;
       if (externalId.input.value.trim()) input.externalId = externalId.input.value.trim();
       if (typeof parsedLabels === 'object' && Object.keys(parsedLabels).length > 0) input.labels = parsedLabels;
       const parsedEnv = parseEnv(env.input.value);

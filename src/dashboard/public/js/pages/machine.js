@@ -1,4 +1,4 @@
-// One machine: its status (start, stop, pause and resume), its screen (CONTRACT 16) and
+// One machine: its status (start, stop, pause and resume), saving it as a template and forking it, its screen (CONTRACT 16) and
 // terminal (CONTRACT 19), its runs, and while it runs its files and background processes (CONTRACT 15),
 // its previews, its events, and its usage over the last hour (CONTRACT 19); its settings (idle stop, CONTRACT 20).
 import { api, ApiError, messageOf } from '../api.js';
@@ -18,6 +18,7 @@ import { settingsSection } from './machine-settings.js';
 import { terminalSection } from './machine-terminal.js';
 import { usageSection } from './machine-usage.js';
 import { statusBadge, VERB_DONE } from './machines.js';
+import { openForkDialog, openSaveTemplateDialog } from './machine-templates.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
 /** @typedef {import('./machines.js').Machine} Machine */
@@ -101,6 +102,16 @@ export function machinePage({ params, onCleanup }) {
     if (machine.status === 'running') actions.push(change('pause'), change('stop'));
     if (machine.status === 'paused') actions.push(change('resume'), change('stop'));
     if (machine.status === 'stopped' || machine.status === 'error') actions.push(change('start'));
+    // Its disk can be copied while it runs (frozen for the moment), is paused or is stopped.
+    if (machine.status === 'running' || machine.status === 'paused' || machine.status === 'stopped') {
+      /** @param {string} label @param {() => void} open */
+      const dialogButton = (label, open) => {
+        const button = h('button', { type: 'button', class: 'btn' }, label);
+        button.addEventListener('click', open);
+        return button;
+      };
+      actions.push(dialogButton('Save as template', () => openSaveTemplateDialog(machine)), dialogButton('Fork', () => openForkDialog(machine)));
+    }
     replace(header, pageHeader({
       title: machine.name,
       oneLine: true,

@@ -2,7 +2,8 @@
 // resume,
 // live view, a new MCP token, destroy); each name leads to the machine's page
 // (runs, files, processes). Destroyed machines stay in the API's
-// list for the record; here they are hidden until asked for.
+// list for the record; here they are hidden until asked for. Below, the
+// account's templates.
 import { api, listAll, messageOf } from '../api.js';
 import { alertBox, badge, cell, h, loading, replace, table } from '../dom.js';
 import { timeElement } from '../format.js';
@@ -11,6 +12,7 @@ import { poll } from '../poll.js';
 import { toast } from '../toast.js';
 import { gettingStarted } from './getting-started.js';
 import { confirmDestroy, issueNewToken, openCreateDialog, openLiveView } from './machine-dialogs.js';
+import { templatesCard } from './machine-templates.js';
 
 /** @typedef {import('../routes.js').PageContext} PageContext */
 /**
@@ -116,7 +118,8 @@ export function machinesPage({ onCleanup, account, refreshChrome }) {
     pageHeader({ title: 'Machines', description: 'Virtual machines your agents drive through MCP. Machine time is metered while they run.', actions: [create] }),
     h('div', { class: 'stack' },
       guide.element,
-      card({ title: 'Your machines', id: 'machines', flush: true, actions: [toggle] }, body)),
+      card({ title: 'Your machines', id: 'machines', flush: true, actions: [toggle] }, body),
+      templatesCard().element),
   ];
 }
 
