@@ -4,6 +4,7 @@ import { carriedTotals } from '../../src/billing/metering.ts';
 import { costOf } from '../../src/billing/money.ts';
 import type { TestContext } from '../support/app.ts';
 import { createMachine, finishBoot, newOwner, workerPass, type Owner } from '../support/machines.ts';
+import { assertProblem } from '../support/problem.ts';
 import { createBillingTestApp, ledgerOf, saveCard, topUp } from './helpers.ts';
 
 const MINUTE = 60_000;
@@ -113,5 +114,31 @@ describe('an empty balance stops a paused machine too (balance-empty)', () => {
     assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'stopped');
     const stops = await ctx.app.deps.db.selectFrom('events').select('payload').where('account_id', '=', owner.user.id).where('type', '=', 'machine.stopped').execute();
     assert.deepEqual(stops.map((row) => JSON.parse(row.payload).data.detail.reason), ['balance-empty']);
+  });
+});
+
+describe('resuming on an empty balance', () => {
+  let ctx: TestContext;
+  before(async () => {
+    ctx = await createBillingTestApp({ env: { MACHINE_PRICES: 'small=0.05,medium=0.10,large=0.20' } });
+  });
+  after(() => ctx.close());
+
+  test('is 402 payment_required and changes nothing; after a top-up it resumes', async () => {
+    const owner = await fundedOwner(ctx);
+    const machine = await createMachine(owner, { name: 'frozen-out', size: 'small' });
+    await finishBoot(ctx);
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
+    await ctx.app.deps.db.updateTable('billing_accounts').set({ balance_micros: 0 }).where('account_id', '=', owner.user.id).execute();
+    const events = async () => (await ctx.app.deps.db.selectFrom('events').select('type').where('account_id', '=', owner.user.id).execute()).map((row) => row.type);
+    const before = await events();
+
+    assertProblem(await owner.call('POST', `/api/machines/${machine.id}/resume`), 402, 'payment_required');
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'paused');
+    assert.deepEqual(await events(), before, 'no machine.resumed');
+
+    assert.equal((await topUp(ctx, owner, '10.00')).statusCode, 201);
+    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/resume`)).statusCode, 200);
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running');
   });
 });
