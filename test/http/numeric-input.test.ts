@@ -103,7 +103,9 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
           ? '{"command":"true",'
           : operation.path === '/api/machines/{id}/previews'
             ? '{"port":80,'
-            : operation.method === 'POST' ? '{"name":"n1","size":"small",' : '{';
+            : operation.path === '/api/machines/{id}/fork'
+              ? '{"name":"n1",'
+              : operation.method === 'POST' ? '{"name":"n1","size":"small",' : '{';
       // '21' and '2.5e1' stand for past the maximum (a pool's count); a port's is 65535.
       const past = (schema.maximum ?? 20) + 1;
       for (const text of BAD_BODY_NUMBERS.map((bad) => (bad === '21' ? String(past) : bad === '2.5e1' ? `${past / 10}e1` : bad))) {
