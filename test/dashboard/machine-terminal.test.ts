@@ -72,12 +72,16 @@ describe('dashboard in Chromium: a Docker machine’s terminal and control of it
     await page.keyboard.press('Control+Shift+V');
     await page.keyboard.press('Enter');
     await eventually(async () => ((await terminalText()).includes('pasted-9') ? true : undefined), 'the pasted command ran', MACHINE_ACTION_MS);
-    // A triple click selects the line the output is on.
-    const line = terminal().locator('.xterm-rows > div', { hasText: /^pasted-9\s*$/ }).last();
-    const row = (await line.boundingBox())!;
-    await page.mouse.click(row.x + 10, row.y + row.height / 2, { clickCount: 3 });
-    await page.keyboard.press('Control+Shift+C');
+    // A triple click selects the line the output is on. The shell's next prompt can move that line after it is
+    // measured (and the click then selects another): measured again on each try.
     const copied = await eventually(async () => {
+      const line = terminal().locator('.xterm-rows > div', { hasText: /^pasted-9\s*$/ }).last();
+      // The mouse clicks where the page shows: a line below the fold is scrolled to first.
+      await line.scrollIntoViewIfNeeded();
+      const row = (await line.boundingBox())!;
+      await page.mouse.click(row.x + 10, row.y + row.height / 2, { clickCount: 3 });
+      await page.keyboard.press('Control+Shift+C');
+      await new Promise((resolve) => setTimeout(resolve, 200));
       const text = await page.evaluate(() => navigator.clipboard.readText());
       return text.includes('pasted-9') ? text : undefined;
     }, 'the selection copied', 10_000);
@@ -90,6 +94,8 @@ describe('dashboard in Chromium: a Docker machine’s terminal and control of it
     await eventually(async () => ((await terminalText()).includes('kept-42') ? true : undefined), 'the mark', MACHINE_ACTION_MS);
     await page.reload();
     await page.locator('#terminal [data-terminal="open"]').waitFor();
+    // xterm.js draws nothing while it is off the screen; a reload restores the page's scroll, which can leave it there.
+    await terminal().scrollIntoViewIfNeeded();
     await eventually(async () => ((await terminalText()).includes('kept-42') ? true : undefined), 'the scrollback after the reload', MACHINE_ACTION_MS);
     await terminal().click();
     await page.keyboard.type('echo "again $MARK"\n');
