@@ -22,7 +22,12 @@ const skip = await dockerUnavailable();
 
 const APP_PORT = 8000;
 const BIG_BYTES = 100 * 1024 * 1024;
-const MEMORY_RISE_LIMIT = 20 * 1024 * 1024;
+/**
+ * What the process may grow by while it moves 100 MB: measured at 0-21 MiB (the young generation and the
+ * allocator's arenas under the preview's rate of small objects), against +127 to +166 MiB for a proxy that
+ * holds the body. A limit at 20 MiB failed once at 21.0 on a loaded host.
+ */
+const MEMORY_RISE_LIMIT = 40 * 1024 * 1024;
 
 const rssOf = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 
@@ -214,7 +219,7 @@ describe('previews of a real machine', { skip, timeout: 300_000 }, () => {
     }
   });
 
-  test('a 100 MB download streams through without the service’s memory growing by more than 20 MB', async (t) => {
+  test('a 100 MB download streams through without the service’s memory growing by more than 40 MB', async (t) => {
     // The first 100 MB through a fresh process grow its RSS by some 50 MiB whatever the route: V8 collects
     // Buffers only once ~64 MB of them are outside its heap, and the allocator keeps the memory it got for
     // them. That is the process's steady state for moving bytes, not a body held in memory, so 100 MB go
