@@ -6,7 +6,7 @@ import { machineIdleJob } from './job-types.ts';
 import { recordActivity, type MachineRow } from './machines.repository.ts';
 
 /**
- * What keeps a machine awake (idle stop, CONTRACT 20), in one place.
+ * What keeps a machine awake (idle stop), in one place.
  *
  * A machine is active while someone uses it, through the service, and while
  * a run of it is unfinished. Counted as activity:
@@ -44,7 +44,7 @@ import { recordActivity, type MachineRow } from './machines.repository.ts';
 /** How often one process writes one machine's activity at most. */
 export const ACTIVITY_WRITE_MS = 10 * SECOND;
 
-/** CONTRACT 20: `autoStopMinutes` bounds and default. */
+/** `autoStopMinutes` bounds and default. */
 export const AUTO_STOP_MINUTES = { min: 0, max: 10_080, default: 15 } as const;
 
 /** Routes (as Fastify names them) whose successful answers count as activity, by method; `*`: any method. */
