@@ -76,6 +76,8 @@ export interface MachineActivity {
   flush(): Promise<void>;
 }
 
+const WRITTEN: Promise<void> = Promise.resolve();
+
 interface Window {
   /** The latest touch not yet written; null when none came since the last write. */
   latest: number | null;
@@ -107,20 +109,22 @@ export function createMachineActivity(deps: Pick<Deps, 'db' | 'clock' | 'logger'
     void write(machineId, window.latest);
   };
 
-  const touch = async (machineId: string) => {
+  // A plain function, not an async one: a stream calls it for every chunk, and within a window it only notes the time.
+  /** Notes a use now: the write it starts when it opens a window, or null within one. */
+  const record = (machineId: string): Promise<void> | null => {
     const now = deps.clock.now();
     const window = windows.get(machineId);
     if (window !== undefined) {
       window.latest = now;
-      return;
+      return null;
     }
     open(machineId);
-    await write(machineId, now);
+    return write(machineId, now);
   };
 
   return {
-    touch,
-    traffic: (machineId) => () => void touch(machineId),
+    touch: (machineId) => record(machineId) ?? WRITTEN,
+    traffic: (machineId) => () => void record(machineId),
     async flush() {
       const pending = [...windows].filter(([, window]) => window.latest !== null);
       for (const [, window] of windows) window.timer.clear();
