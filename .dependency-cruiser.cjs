@@ -14,16 +14,17 @@
  */
 const BASE = '^src/(http|db|shared|mail|jobs|rate-limits)/';
 /**
- * Machines are four rooms, each built on the ones before it and free to use
+ * Machines are five rooms, each built on the ones before it and free to use
  * any of their files: providers/ (the seam to a host: what a host does, and
- * the machine agent's API inside a machine; simulated and Docker), machines/
+ * the machine agent's API inside a machine; simulated and Docker), hosts/
+ * (the engines machines are placed on, and placement), machines/
  * (lifecycle, pools, templates, tokens), runs/ (runs, schedules, inbound
  * webhooks) and machine-access/ (files, processes, screens, live view,
  * terminal, previews, MCP). A room never imports one after it: what a later
  * room must do when a machine changes state it registers as a follower
  * (machines/machine-transitions.ts).
  */
-const MACHINE_ROOMS = ['providers', 'machines', 'runs', 'machine-access'];
+const MACHINE_ROOMS = ['providers', 'hosts', 'machines', 'runs', 'machine-access'];
 const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', ...MACHINE_ROOMS, 'mcp', 'oauth', 'dashboard', 'ops', 'security-log'];
 const roomsAfter = (room) => MACHINE_ROOMS.slice(MACHINE_ROOMS.indexOf(room) + 1);
 

@@ -70,7 +70,7 @@ export async function agentFigures(bench: MachinesBench): Promise<string[]> {
    * the bench's), and the machine's whole memory as its cgroup counts it (v2, or v1 with the page cache).
    */
   async function agentMemory() {
-    const { pid } = await (await bench.agents.of(id)).health();
+    const { pid } = await (await bench.agents.of({ id: id })).health();
     const serve = vmRssBytes(await shell(`cat /proc/${pid}/status`));
     const attaches = (await shell(`for p in /proc/[0-9]*; do case "$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)" in '${AGENT_PATH} attach '*) grep VmRSS $p/status;; esac; done`))
       .split('\n')
@@ -104,7 +104,7 @@ export async function agentFigures(bench: MachinesBench): Promise<string[]> {
       same('mcp file_read', Buffer.from((await bench.mcpTool<{ content: string }>(id, 'file_read', { path: FILE })).content));
     },
     async 'agent alone'() {
-      const found = await (await bench.agents.of(id)).read(FILE);
+      const found = await (await bench.agents.of({ id: id })).read(FILE);
       if (found?.type !== 'file') throw new Error(`agent alone: ${FILE} is ${found?.type ?? 'missing'}`);
       const chunks: Buffer[] = [];
       for await (const chunk of found.content) chunks.push(chunk as Buffer);
@@ -139,7 +139,7 @@ export async function agentFigures(bench: MachinesBench): Promise<string[]> {
       return collector.latencies;
     },
     async 'agent alone'(count) {
-      const agent = await bench.agents.of(id);
+      const agent = await bench.agents.of({ id: id });
       const process = await agent.startProcess({ id: newId('proc'), command: TICKER, cwd: null, env: {}, startedAt: Date.now() });
       const collector = latencyCollector();
       try {

@@ -52,7 +52,7 @@ if (skipped) {
 const databaseUrl = process.env.DATABASE_URL?.startsWith('postgres') ? process.env.DATABASE_URL : undefined;
 const pgSchema = databaseUrl ? await postgresSchema(databaseUrl) : undefined;
 const docker = new Docker();
-const agents = agentConnections((machineId) => docker.getContainer(containerName(machineId)));
+const agents = agentConnections((machine) => docker.getContainer(containerName(machine.id)));
 const machines = loadConfig({ ...process.env, MACHINE_PROVIDER: 'docker' }).machines;
 /** Every machine the service was asked for and every container the bench made itself: all removed at the end. */
 const created: string[] = [];
@@ -177,7 +177,7 @@ const ways: Record<Way, (machineId: string, command: string) => Promise<string>>
   },
   // The machine's agent (a run under a new id), without the service: what its run path costs beyond it.
   async 'agent alone'(machineId, command) {
-    const agent = await agents.of(machineId);
+    const agent = await agents.of({ id: machineId });
     return (await agent.run({ id: newId('run'), command, cwd: null, env: {}, timeoutMs: 600_000 }, new AbortController().signal))!.stdout;
   },
   // What a user does without us: the engine's exec of what the agent runs (/bin/sh -c), create, start, read, inspect.

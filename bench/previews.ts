@@ -45,7 +45,7 @@ export async function previewFigures(bench: MachinesBench): Promise<string[]> {
   const { hostname, port } = new URL(bench.base);
   // Kept alive, as a browser keeps its connection to a host: each request still gets a stream of its own to the machine.
   const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
-  const agent = await bench.agents.of(id);
+  const agent = await bench.agents.of({ id: id });
 
   /** One GET through the preview; its body's size. */
   const viaPreview = (path: string) =>

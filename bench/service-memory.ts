@@ -72,7 +72,7 @@ export async function memoryFigures(bench: MachinesBench): Promise<string[]> {
   }
   /** The service's way to the file without the service: the bench's own agent connection. */
   async function agentRead(path: string): Promise<number> {
-    const found = await (await bench.agents.of(id)).read(path);
+    const found = await (await bench.agents.of({ id: id })).read(path);
     if (found?.type !== 'file') throw new Error(`agent alone: ${path} is ${found?.type ?? 'missing'}`);
     let bytes = 0;
     for await (const chunk of found.content) bytes += (chunk as Buffer).length;

@@ -69,7 +69,7 @@ export async function terminalFigures(bench: MachinesBench): Promise<string[]> {
       return wire;
     },
     async 'agent PTY alone'() {
-      const pty = await (await bench.agents.of(id)).openTerminal({ cols: 120, rows: 40 });
+      const pty = await (await bench.agents.of({ id: id })).openTerminal({ cols: 120, rows: 40 });
       const wire = wireOf((bytes) => pty.write(bytes), () => pty.close());
       pty.output.on('data', (chunk: Buffer) => wire.deliver(chunk));
       return wire;

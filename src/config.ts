@@ -60,6 +60,14 @@ export interface MachinesConfig {
    * policy; every other private, loopback, link-local and reserved range stays out of reach whatever a policy says.
    */
   privateAllow: readonly string[];
+  /** MACHINE_HOSTS: the hosts (engines) added or updated at start-up, by name; none: the one host `local` (DOCKER_HOST). */
+  hosts: readonly { name: string; address: string }[];
+  /** MACHINE_HOST_CERTS: a folder with one folder per host name of `ca.pem`, `cert.pem`, `key.pem`, for tcp:// hosts over TLS. */
+  hostCertsDir: string | null;
+  /** MACHINE_HOST_LOST_AFTER_MS: how long a host's engine may not answer before it is lost. */
+  hostLostAfterMs: number;
+  /** MACHINE_CPU_OVERCOMMIT: how many machine CPUs a host takes per CPU of its own (memory is never overcommitted). */
+  cpuOvercommit: number;
 }
 
 /** The service's own version: the default image's tag. */
@@ -170,6 +178,10 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     dnsServers: parseDnsServers(env.MACHINE_DNS_SERVERS),
     autoStopMinutes: parseInteger('MACHINE_AUTO_STOP_MINUTES', env.MACHINE_AUTO_STOP_MINUTES, 15, 0, 10_080),
     privateAllow: parsePrivateAllow(env.MACHINE_PRIVATE_ALLOW),
+    hosts: parseHosts(env.MACHINE_HOSTS),
+    hostCertsDir: env.MACHINE_HOST_CERTS ? resolve(env.MACHINE_HOST_CERTS) : null,
+    hostLostAfterMs: parseInteger('MACHINE_HOST_LOST_AFTER_MS', env.MACHINE_HOST_LOST_AFTER_MS, 30_000, 1000, 3_600_000),
+    cpuOvercommit: parseNumber('MACHINE_CPU_OVERCOMMIT', env.MACHINE_CPU_OVERCOMMIT, 4, 1, 64),
   };
   const config: Config = {
     port,
@@ -242,6 +254,15 @@ function parseInteger(variable: string, value: string | undefined, fallback: num
   const text = value?.trim();
   if (text === undefined || text === '') return fallback;
   if (!/^\d+$/.test(text)) fail(variable, 'must be a whole number', value);
+  const parsed = Number(text);
+  if (parsed < min || parsed > max) fail(variable, `must be between ${min} and ${max}`, value);
+  return parsed;
+}
+
+function parseNumber(variable: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  const text = value?.trim();
+  if (text === undefined || text === '') return fallback;
+  if (!/^\d+(\.\d+)?$/.test(text)) fail(variable, 'must be a number', value);
   const parsed = Number(text);
   if (parsed < min || parsed > max) fail(variable, `must be between ${min} and ${max}`, value);
   return parsed;
@@ -432,6 +453,39 @@ function parseDatabaseUrl(value: string): string {
 export const DEFAULT_IMAGE_NAME = 'default';
 
 /** `name=image,…`: names of lower-case letters, digits and `-` (1–50; not `default`, MACHINE_IMAGE's), images as the engine names them. */
+/** A host's name: what operators type and machines record. */
+export const HOST_NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
+
+/** An engine's address as hosts take it. */
+export function checkHostAddress(address: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(address);
+  } catch {
+    return 'is not a URL';
+  }
+  if (url.protocol === 'unix:') return url.pathname.startsWith('/') ? null : 'needs an absolute path (unix:///run/docker.sock)';
+  if (url.protocol === 'tcp:') return url.hostname !== '' ? null : 'needs a host (tcp://host:2376)';
+  if (url.protocol === 'ssh:') return url.hostname !== '' ? null : 'needs a host (ssh://user@host)';
+  return 'must start with unix://, tcp:// or ssh://';
+}
+
+function parseHosts(value: string | undefined): { name: string; address: string }[] {
+  if (value === undefined || value.trim() === '') return [];
+  const hosts: { name: string; address: string }[] = [];
+  for (const entry of value.split(',')) {
+    const match = /^\s*([^=\s]+)=(\S+)\s*$/.exec(entry);
+    if (!match) return fail('MACHINE_HOSTS', 'must be name=address,… (unix:///path, tcp://host:port or ssh://user@host)', value);
+    const [, name, address] = match;
+    if (!HOST_NAME.test(name!)) fail('MACHINE_HOSTS', `has a bad host name "${name}" (a-z, 0-9 and -, at most 40)`, value);
+    const problem = checkHostAddress(address!);
+    if (problem !== null) fail('MACHINE_HOSTS', `gives "${name}" an address that ${problem}`, value);
+    if (hosts.some((host) => host.name === name)) fail('MACHINE_HOSTS', `names "${name}" twice`, value);
+    hosts.push({ name: name!, address: address! });
+  }
+  return hosts;
+}
+
 function parseImages(value: string | undefined): Record<string, string> {
   const images: Record<string, string> = {};
   if (value === undefined || value.trim() === '') return images;

@@ -123,6 +123,11 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
     description: 'A template was asked to be deleted while a warm pool makes its machines from it.',
     fix: 'Delete the pools that name the template (GET /api/pools shows each pool’s `template`), then delete the template.',
   },
+  capacity_exhausted: {
+    status: 409,
+    description: 'No host of the service has room for a machine of this size now: every active host holds as many machines as its CPUs and memory allow (or is draining, or lost). Nothing was created or started.',
+    fix: 'Try again later or with a smaller size, stop or destroy machines you no longer use; the operator can add a host (`npm run hosts -- add`).',
+  },
   replayed: {
     status: 409,
     description: 'An inbound webhook received a signed request it has already received: each signed request starts one run, so a replay (or a retry of a request that succeeded) starts nothing.',

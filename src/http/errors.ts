@@ -40,6 +40,7 @@ export const PROBLEM_TITLES: Record<string, string> = {
   payment_method_required: 'Payment method required',
   pool_empty: 'Warm pool empty',
   template_in_use: 'Template in use',
+  capacity_exhausted: 'No host has room',
   invalid_signature: 'Invalid signature',
   replayed: 'Request already received',
   provider_error: 'Machine host failed',

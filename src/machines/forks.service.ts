@@ -14,6 +14,7 @@ import { getMachineRow } from './machines.service.ts';
 import { checkName } from './names.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { requireCopyable, templatesOf } from './templates.service.ts';
+import { placeMachine } from '../hosts/hosts.service.ts';
 
 /** Machines one fork makes. */
 export const FORK_LIMITS = { min: 1, max: 10 } as const;
@@ -77,12 +78,20 @@ export async function forkMachine(deps: Deps, provider: MachineProvider, account
     deps.logger.error({ err, machineId: source.id }, 'the host failed to fork a machine');
     throw hostFailedToCopy('fork the machine');
   }
-  await inTransaction(deps.database, async (tx) => {
-    for (const { row } of copies) {
-      await insertMachine(tx.db, row);
-      await scheduleCheck(deps, tx, row.id, now + BOOT_CALL_GRACE_MS);
-    }
-  });
+  try {
+    await inTransaction(deps.database, async (tx) => {
+      for (const { row } of copies) {
+        // On the source's host, where its disk was copied: refused when the copies would fill it past its capacity.
+        await placeMachine(deps, provider, tx.db, row.size, source.host);
+        await insertMachine(tx.db, row);
+        await scheduleCheck(deps, tx, row.id, now + BOOT_CALL_GRACE_MS);
+      }
+    });
+  } catch (error) {
+    // Nothing of a refused fork stays: its copies were never recorded, so their containers go.
+    await Promise.allSettled(copies.map(({ row }) => provider.destroy(toProviderMachine(row))));
+    throw error;
+  }
   const answers: MachineWithToken[] = [];
   for (const { row, mcpToken } of copies) {
     const { machine } = await bootStarting(deps, provider, row);

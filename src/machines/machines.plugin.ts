@@ -7,6 +7,7 @@ import type { Clock } from '../shared/clock.ts';
 import type { Sealer } from '../shared/sealing.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { createSimulatedProvider } from '../providers/simulated.provider.ts';
+import { readyHosts } from '../hosts/hosts.service.ts';
 import { machineCheckJob } from './job-types.ts';
 import { createMachineActivity, recordRequestActivity, type MachineActivity } from './activity.ts';
 import { findMachineById } from './machines.repository.ts';
@@ -56,6 +57,7 @@ export const machinesPlugin = fp(
     const { deps } = app;
     const provider = await createProvider(deps.config.machines, deps.clock, deps.logger, deps.secrets);
     await provider.start?.();
+    await readyHosts(deps, provider);
     app.decorate('machineProvider', provider);
     if (deps.config.role !== 'api' && provider.watch) {
       const unwatch = provider.watch((machineId) => {

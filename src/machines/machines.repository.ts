@@ -65,7 +65,7 @@ export function screenOf(row: Pick<MachineRow, 'screen_width' | 'screen_height'>
 }
 
 export function toProviderMachine(row: MachineRow): ProviderMachine {
-  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image, network: networkOf(row), template: row.template_id };
+  return { id: row.id, name: row.name, size: row.size, labels: parseLabels(row.labels), status: row.status, statusChangedAt: row.status_changed_at, screen: screenOf(row), sealedEnv: row.env_sealed, image: row.image, network: networkOf(row), template: row.template_id, host: row.host };
 }
 
 /** Statuses in which a pooled machine counts as warm. */

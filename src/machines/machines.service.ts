@@ -25,6 +25,7 @@ import { markStarting, scheduleCheck, scheduleExpiry } from './machine-transitio
 import { claimFromPool } from './pools.service.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { envFromTemplate, templateByRef } from './template-source.ts';
+import { placeMachine } from '../hosts/hosts.service.ts';
 
 /**
  * Creates and boots a machine, or claims a warm one from a pool.
@@ -42,7 +43,7 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
   await requireBalance(deps, accountId);
   const env = template === null ? ownEnv(deps, fields.env) : envFromTemplate(deps, template, fields.env);
   const mcpToken = generateToken('tmm_');
-  const row: MachineRow = {
+  const unplaced: Omit<MachineRow, 'host'> = {
     id: newId('mch', now),
     account_id: accountId,
     name: fields.name,
@@ -71,11 +72,14 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     created_at: now,
     updated_at: now,
   };
-  await inTransaction(deps.database, async (tx) => {
-    await insertMachine(tx.db, row);
+  const row: MachineRow = await inTransaction(deps.database, async (tx) => {
+    // A template's machine goes where its disk is.
+    const placed = { ...unplaced, host: await placeMachine(deps, provider, tx.db, unplaced.size, template?.host) };
+    await insertMachine(tx.db, placed);
     // Asked of the provider only if the boot call's own answer is never recorded (the process died in between).
-    await scheduleCheck(deps, tx, row.id, now + BOOT_CALL_GRACE_MS);
-    await scheduleExpiry(deps, tx, row);
+    await scheduleCheck(deps, tx, placed.id, now + BOOT_CALL_GRACE_MS);
+    await scheduleExpiry(deps, tx, placed);
+    return placed;
   });
   const { machine } = await bootStarting(deps, provider, row);
   return { ...toMachineView(machine), mcpToken };

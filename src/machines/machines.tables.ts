@@ -25,6 +25,8 @@ export interface MachinesTable {
   booted_at: number | null;
   /** The warm pool this machine waits in; null once claimed, or when it never was in one. */
   pool_id: string | null;
+  /** The host it is placed on (hosts.name); `local` for a machine from before hosts. */
+  host: string | null;
   on_expire: OnExpire;
   expires_at: number | null;
   /** Set when expiry was handled, so it happens once. */
@@ -90,5 +92,7 @@ export interface TemplatesTable {
   /** The source machine's environment, carried by its disk: names in clear, the whole sealed (as machines keep theirs). */
   env_names: string;
   env_sealed: string | null;
+  /** The host whose engine holds its disk (the source machine's); its machines are placed there. */
+  host: string | null;
   created_at: number;
 }

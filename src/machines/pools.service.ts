@@ -36,6 +36,7 @@ import {
   type PoolView,
 } from './pools.repository.ts';
 import type { MachineProvider } from '../providers/provider.ts';
+import { placeMachine } from '../hosts/hosts.service.ts';
 import { envFromTemplate, templateByRef } from './template-source.ts';
 import { findTemplate, type TemplateRow } from './templates.repository.ts';
 import { lockAccount } from '../db/locks.ts';
@@ -180,7 +181,7 @@ export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, 
   const unpaid = warm.length < pool.count && (await balanceIsEmpty(deps, pool.account_id, tx.db));
   const template = pool.template_id === null || warm.length >= pool.count ? null : ((await findTemplate(tx.db, pool.account_id, pool.template_id)) ?? null);
   for (let i = unpaid ? pool.count : warm.length; i < pool.count; i++) {
-    const booted = await newPoolMachine(deps, provider, pool, template);
+    const booted = await newPoolMachine(deps, provider, tx, pool, template);
     if (booted === null) {
       bootFailures++;
       continue;
@@ -193,9 +194,17 @@ export async function refillPool(deps: Deps, provider: MachineProvider, tx: Tx, 
 }
 
 /** A warm machine for the pool, booting, and when to ask about it; null when the host refuses the boot (logged: nobody asked for this machine, so no event). */
-async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolRow, template: TemplateRow | null): Promise<{ machine: MachineRow; checkAt: number } | null> {
+async function newPoolMachine(deps: Deps, provider: MachineProvider, tx: Tx, pool: PoolRow, template: TemplateRow | null): Promise<{ machine: MachineRow; checkAt: number } | null> {
   const now = deps.clock.now();
   const id = newId('mch', now);
+  let host: string;
+  try {
+    // The most room: a pool's machines spread over the hosts. No room: the pool stays short, and its refill is tried again.
+    host = await placeMachine(deps, provider, tx.db, pool.size, template?.host);
+  } catch (err) {
+    deps.logger.warn({ err, poolId: pool.id }, 'no host has room for a pool machine');
+    return null;
+  }
   const row: MachineRow = {
     id,
     account_id: pool.account_id,
@@ -208,6 +217,7 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, pool: PoolR
     version: 0,
     booted_at: null,
     pool_id: pool.id,
+    host,
     on_expire: 'stop',
     expires_at: null,
     expired_at: null,

@@ -80,6 +80,7 @@ export async function createTemplate(deps: Deps, provider: MachineProvider, acco
     size_bytes: sizeBytes,
     env_names: machine.env_names,
     env_sealed: machine.env_sealed,
+    host: machine.host,
     created_at: now,
   };
   try {
@@ -89,7 +90,7 @@ export async function createTemplate(deps: Deps, provider: MachineProvider, acco
       await insertTemplate(tx.db, row);
     });
   } catch (error) {
-    await templates.remove(id).catch((err: unknown) => deps.logger.error({ err, templateId: id }, 'a template refused after its copy could not be removed from the host'));
+    await templates.remove(id, machine.host).catch((err: unknown) => deps.logger.error({ err, templateId: id }, 'a template refused after its copy could not be removed from the host'));
     if (isUniqueViolation(error)) throw templateNameTaken(name);
     throw error;
   }
@@ -116,15 +117,17 @@ export async function getTemplate(deps: Deps, accountId: string, id: string): Pr
  * @throws AppError 404, 409 template_in_use while a warm pool names it.
  */
 export async function deleteTemplate(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<void> {
-  await inTransaction(deps.database, async (tx) => {
+  const template = await inTransaction(deps.database, async (tx) => {
     await lockAccount(tx.db, accountId);
-    if ((await findTemplate(tx.db, accountId, id)) === undefined) throw templateNotFound();
+    const found = await findTemplate(tx.db, accountId, id);
+    if (found === undefined) throw templateNotFound();
     const pools = await poolsUsingTemplate(tx.db, id);
     if (pools.length > 0) throw templateInUse(pools);
     await deleteTemplateRow(tx.db, id);
+    return found;
   });
   try {
-    await provider.templates?.remove(id);
+    await provider.templates?.remove(id, template.host);
   } catch (err) {
     deps.logger.error({ err, templateId: id }, 'the host failed to remove a deleted template’s disk');
   }

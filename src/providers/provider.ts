@@ -2,6 +2,9 @@ import type { Duplex, Readable } from 'node:stream';
 import type { ComputerPlan } from './computer-use.ts';
 import type { NetworkPolicy } from './network-policy.ts';
 
+/** The host of a provider with one, and of every machine from before hosts. */
+export const LOCAL_HOST = 'local';
+
 /** A machine's states, in the order it meets them: the one list the HTTP and MCP schemas derive from. */
 export const MACHINE_STATUSES = ['starting', 'running', 'paused', 'stopping', 'stopped', 'error', 'destroyed'] as const;
 
@@ -26,6 +29,45 @@ export interface ProviderMachine {
   network?: NetworkPolicy | null;
   /** The template (its id) whose disk it starts from (issue 41); absent or null: its image's. */
   template?: string | null;
+  /** The host it is placed on (MachineHosts); absent: `local`, the one host of a provider without hosts. */
+  host?: string | null;
+}
+
+/** One of the provider's hosts: an engine the service places machines on. */
+export interface ProviderHost {
+  name: string;
+  /** `unix:///path`, `tcp://host:port` or `ssh://user@host`. */
+  address: string;
+}
+
+/** What a host holds, as its engine reports it. */
+export interface HostCapacity {
+  cpus: number;
+  memoryBytes: number;
+  /** Null where the engine does not say. */
+  diskBytes: number | null;
+}
+
+/**
+ * Several hosts: each machine lives on the one its `host` names, and
+ * everything about it (its lifecycle, its agent) goes there.
+ */
+export interface MachineHosts {
+  /**
+   * Reaches the engine at `address` and reads what it holds.
+   * @throws Error with one line saying why it cannot be used (not reachable, not a Docker engine).
+   */
+  probe(address: string): Promise<HostCapacity>;
+  /**
+   * Readies a host (reachable, its images there, its networks and the agent)
+   * and routes its machines to it; again for a host whose address changed.
+   * @throws Error saying why the host cannot take machines.
+   */
+  attach(host: ProviderHost): Promise<HostCapacity>;
+  /** Whether the host's engine answers now. */
+  ping(name: string): Promise<boolean>;
+  /** The hosts attached, by name. */
+  attached(): readonly string[];
 }
 
 /**
@@ -42,7 +84,7 @@ export interface MachineTemplates {
    */
   save(machine: ProviderMachine, templateId: string): Promise<{ sizeBytes: number }>;
   /** Removes a saved disk; nothing to do for one already gone. Machines made from it keep their files. */
-  remove(templateId: string): Promise<void>;
+  remove(templateId: string, host?: string | null): Promise<void>;
   /**
    * Copies the machine's disk, once, into each of `copies`: new machines not
    * booted yet, whose first boot starts from it. On failure nothing of the
@@ -304,6 +346,8 @@ export interface MachineProvider {
   readonly files?: MachineFiles;
   /** Templates and forks, where the provider offers them. */
   readonly templates?: MachineTemplates;
+  /** Hosts, where the provider places machines on several (the Docker provider). */
+  readonly hosts?: MachineHosts;
   /** A running machine's background processes, where the provider offers them. */
   readonly processes?: MachineProcesses;
   /**

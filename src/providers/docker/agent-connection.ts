@@ -131,11 +131,18 @@ async function checkedClient(stream: Duplex, hostname?: string): Promise<AgentCl
  * the agent); the next use opens another. An agent whose API this service
  * does not speak is refused.
  */
-export function agentConnections(containerOf: (machineId: string) => Docker.Container, logger?: FastifyBaseLogger) {
+/** What a connection is opened to: the machine, on its host. */
+export interface AgentTarget {
+  id: string;
+  host?: string | null;
+}
+
+export function agentConnections(containerOf: (machine: AgentTarget) => Docker.Container, logger?: FastifyBaseLogger) {
   const open = new Map<string, Promise<AgentClient>>();
 
-  async function connect(machineId: string): Promise<AgentClient> {
-    const container = containerOf(machineId);
+  async function connect(machine: AgentTarget): Promise<AgentClient> {
+    const machineId = machine.id;
+    const container = containerOf(machine);
     const local = await socketOnThisHost(container);
     if (local !== undefined) {
       try {
@@ -150,14 +157,15 @@ export function agentConnections(containerOf: (machineId: string) => Docker.Cont
 
   return {
     /** The machine's agent. @throws the engine's error (the machine is not running), or AgentUnavailable. */
-    async of(machineId: string): Promise<AgentClient> {
+    async of(machine: AgentTarget): Promise<AgentClient> {
+      const machineId = machine.id;
       const known = open.get(machineId);
       if (known !== undefined) {
         const client = await known.catch(() => null);
         if (client?.isOpen) return client;
         if (open.get(machineId) === known) open.delete(machineId);
       }
-      const connecting = connect(machineId);
+      const connecting = connect(machine);
       open.set(machineId, connecting);
       connecting.then(
         (client) => void client.closed.then(() => open.get(machineId) === connecting && open.delete(machineId)),

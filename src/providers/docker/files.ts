@@ -4,9 +4,9 @@ import type { AgentConnections } from './agent-connection.ts';
 /** A machine's files through its agent: one request each, the bytes streamed both ways. */
 export function dockerFiles(agents: AgentConnections): MachineFiles {
   return {
-    read: async (machine, path) => (await agents.of(machine.id)).read(path),
-    list: async (machine, path) => (await agents.of(machine.id)).list(path),
-    write: async (machine, path, content, append) => (await agents.of(machine.id)).write(path, content, append),
-    remove: async (machine, path, recursive) => (await agents.of(machine.id)).remove(path, recursive),
+    read: async (machine, path) => (await agents.of(machine)).read(path),
+    list: async (machine, path) => (await agents.of(machine)).list(path),
+    write: async (machine, path, content, append) => (await agents.of(machine)).write(path, content, append),
+    remove: async (machine, path, recursive) => (await agents.of(machine)).remove(path, recursive),
   };
 }

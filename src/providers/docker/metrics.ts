@@ -14,7 +14,7 @@ export function dockerMetrics(agents: AgentConnections, diskLimitOf: (machine: P
   return async (machine: ProviderMachine, sinceMs: number): Promise<MetricSample[]> => {
     let samples: MetricSample[];
     try {
-      samples = await (await agents.of(machine.id)).metrics(sinceMs);
+      samples = await (await agents.of(machine)).metrics(sinceMs);
     } catch (error) {
       if (!(error instanceof AgentUnavailable)) throw error;
       logger.debug({ err: error, machineId: machine.id }, 'no usage samples: the machine agent does not answer');

@@ -9,10 +9,10 @@ import type { AgentConnections } from './agent-connection.ts';
  */
 export function dockerProcesses(agents: AgentConnections): MachineProcesses {
   return {
-    start: async (machine, process) => (await agents.of(machine.id)).startProcess(process),
-    list: async (machine) => (await agents.of(machine.id)).listProcesses(),
-    output: async (machine, id, offset, waitMs) => (await agents.of(machine.id)).processOutput(id, offset, waitMs),
-    input: async (machine, id, data) => (await agents.of(machine.id)).processInput(id, data),
-    signal: async (machine, id, signal) => (await agents.of(machine.id)).processSignal(id, signal),
+    start: async (machine, process) => (await agents.of(machine)).startProcess(process),
+    list: async (machine) => (await agents.of(machine)).listProcesses(),
+    output: async (machine, id, offset, waitMs) => (await agents.of(machine)).processOutput(id, offset, waitMs),
+    input: async (machine, id, data) => (await agents.of(machine)).processInput(id, data),
+    signal: async (machine, id, signal) => (await agents.of(machine)).processSignal(id, signal),
   };
 }

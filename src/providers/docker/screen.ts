@@ -83,7 +83,7 @@ class NoDisplay extends Error {
 /** A machine's display through its agent: xdotool for input, scrot for pictures, one short program per action. */
 export function dockerScreen(agents: AgentConnections) {
   async function perform(machine: ProviderMachine, script: string): Promise<Buffer> {
-    const { stdout, stderr, exitCode } = await (await agents.of(machine.id)).exec(['/bin/sh', '-c', `${HAS_SCREEN}\ne=$(mktemp)\n${script}`]);
+    const { stdout, stderr, exitCode } = await (await agents.of(machine)).exec(['/bin/sh', '-c', `${HAS_SCREEN}\ne=$(mktemp)\n${script}`]);
     if (exitCode === 3) throw new NoDisplay(`${machine.name} has no display`);
     if (exitCode === 4) throw new ActionRefused(stderr.toString('utf8').trim().replace(/^\(symbol\) /, '').replace(/\. Ignoring it\.$/, ''));
     if (exitCode !== 0) throw new Error(`the display did not answer (exit ${exitCode}): ${stderr.toString('utf8').trim()}`);
@@ -107,7 +107,7 @@ export function dockerScreen(agents: AgentConnections) {
      * an image without a screen or that server.
      */
     async stream(machine: ProviderMachine): Promise<AgentChannel | null> {
-      const agent = await agents.of(machine.id);
+      const agent = await agents.of(machine);
       if ((await agent.exec(['/bin/sh', '-c', HAS_SCREEN])).exitCode !== 0) return null;
       return untilServing(agent, VNC_PORT);
     },
@@ -118,7 +118,7 @@ export function dockerScreen(agents: AgentConnections) {
      * screen or x11vnc.
      */
     async control(machine: ProviderMachine): Promise<AgentChannel | null> {
-      const agent = await agents.of(machine.id);
+      const agent = await agents.of(machine);
       const running = await agent.connectPort(CONTROL_VNC_PORT);
       if (running !== null) return running;
       if ((await agent.exec(['/bin/sh', '-c', `${HAS_SCREEN}\n${START_CONTROL_VNC}`])).exitCode !== 0) return null;

@@ -128,19 +128,21 @@ export async function collectKeptImages(docker: Docker, now: number): Promise<vo
  * when nothing stands on them (collectKeptImages, after every destroy).
  */
 export function dockerTemplates(
-  docker: Docker,
+  dockerOf: (host: string | null | undefined) => Docker,
   settingsOf: (machine: ProviderMachine) => ContainerSettings,
   freezing: Set<string>,
   logger: FastifyBaseLogger,
 ): MachineTemplates {
   return {
     async save(machine, templateId) {
+      const docker = dockerOf(machine.host);
       await commitMachine(docker, machine.id, TEMPLATE_REPOSITORY, templateId, { [TEMPLATE_ID_LABEL]: templateId }, freezing, logger);
       const image = await docker.getImage(templateImage(templateId)).inspect();
       return { sizeBytes: image.Size };
     },
 
-    async remove(templateId) {
+    async remove(templateId, host) {
+      const docker = dockerOf(host);
       const reference = templateImage(templateId);
       if (await removeReference(docker, reference)) return;
       // Machines (or templates saved from them) stand on it: it is kept under another name for them, and its own goes.
@@ -149,6 +151,8 @@ export function dockerTemplates(
     },
 
     async fork(machine, copies) {
+      // The copies are placed on the source's host (its disk is there).
+      const docker = dockerOf(machine.host);
       const tag = `fork-${machine.id}-${randomBytes(4).toString('hex')}`;
       const image = `${KEPT_REPOSITORY}:${tag}`;
       await commitMachine(docker, machine.id, KEPT_REPOSITORY, tag, {}, freezing, logger);

@@ -1,0 +1,78 @@
+import type { Kysely } from 'kysely';
+import { ConfigError } from '../config.ts';
+import type { Deps } from '../deps.ts';
+import type { DB } from '../db/database.ts';
+import { LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
+import { capacityExhausted } from './hosts.errors.ts';
+import { listHosts, lockHostsForPlacement, placedSizes, upsertHost, type HostRow } from './hosts.repository.ts';
+import { chooseHost, roomOf } from './placement.ts';
+
+/** The address of the host `local` when no host is named: DOCKER_HOST, as Docker's own clients read it. */
+export const localAddress = () => process.env.DOCKER_HOST || 'unix:///var/run/docker.sock';
+
+/**
+ * At start-up, before the service serves: records the hosts MACHINE_HOSTS
+ * names (or, when it names none and none was added, the one host `local` of
+ * DOCKER_HOST), then readies every recorded host in the provider, storing the
+ * capacity each engine reports. A host that cannot be readied is logged and
+ * left to the host watcher, unless it is the only one: then the service
+ * cannot place any machine, and its start fails saying why.
+ * @throws ConfigError when no host can be readied.
+ */
+export async function readyHosts(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<void> {
+  const hosts = provider.hosts;
+  if (hosts === undefined) return;
+  const now = deps.clock.now();
+  const named = deps.config.machines.hosts;
+  const recorded = await listHosts(deps.db);
+  const wanted = named.length > 0 ? named : recorded.length === 0 || recorded.some((host) => host.name === LOCAL_HOST) ? [{ name: LOCAL_HOST, address: localAddress() }] : [];
+  const byName = new Map(recorded.map((host) => [host.name, host]));
+  for (const host of wanted) {
+    const known = byName.get(host.name);
+    const row: HostRow = known === undefined ? newHostRow(host.name, host.address, now) : { ...known, address: host.address };
+    byName.set(host.name, row);
+  }
+  let ready = 0;
+  let lastError: unknown = null;
+  for (const host of byName.values()) {
+    try {
+      const capacity = await hosts.attach({ name: host.name, address: host.address });
+      await upsertHost(deps.db, { ...host, cpus: capacity.cpus, memory_bytes: capacity.memoryBytes, disk_bytes: capacity.diskBytes, last_seen_at: now });
+      ready++;
+    } catch (error) {
+      lastError = error;
+      if (byName.size > 1) deps.logger.warn({ err: error, host: host.name }, 'a host could not be readied; its machines wait for it');
+      // Recorded even so (a host named in MACHINE_HOSTS that is down now): the watcher takes it from here.
+      if (!recorded.some((row) => row.name === host.name)) await upsertHost(deps.db, host);
+    }
+  }
+  if (ready === 0) {
+    if (lastError instanceof ConfigError) throw lastError;
+    throw new ConfigError(`MACHINE_HOSTS: no host could be readied (${lastError instanceof Error ? lastError.message : String(lastError)})`);
+  }
+}
+
+export function newHostRow(name: string, address: string, now: number, labels: Record<string, string> = {}): HostRow {
+  return { name, address, state: 'active', labels: JSON.stringify(labels), cpus: 0, memory_bytes: 0, disk_bytes: null, created_at: now, state_changed_at: now, last_seen_at: null };
+}
+
+/**
+ * The host a new machine of `size` goes to, decided inside the transaction
+ * that records it (the hosts are locked first on PostgreSQL, so two processes
+ * placing at once never fill one host past its capacity): the active host
+ * with the most room, or `only` (a template's or a fork's source's host,
+ * where its disk is) when it has room. A provider without hosts has the one,
+ * `local`, and no capacity to count.
+ * @throws AppError 409 capacity_exhausted when no host has room.
+ */
+export async function placeMachine(deps: Pick<Deps, 'config'>, provider: MachineProvider, db: Kysely<DB>, size: string, only?: string | null): Promise<string> {
+  if (provider.hosts === undefined) return LOCAL_HOST;
+  const { sizes, cpuOvercommit } = deps.config.machines;
+  await lockHostsForPlacement(db);
+  const hosts = (await listHosts(db)).map((host) => ({ ...host, cpus: host.cpus * cpuOvercommit }));
+  const candidates = only === undefined || only === null ? hosts : hosts.filter((host) => host.name === only);
+  const wanted = sizes[size];
+  const chosen = wanted === undefined ? null : chooseHost(candidates, roomOf(candidates, await placedSizes(db), sizes), wanted);
+  if (chosen === null) throw capacityExhausted(size);
+  return chosen;
+}
