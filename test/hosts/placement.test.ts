@@ -1,0 +1,81 @@
+import { strict as assert } from 'node:assert';
+import { after, before, describe, test } from 'node:test';
+import { MACHINE_ID_LABEL } from '../../src/providers/docker/container-spec.ts';
+import { dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import { startTestEngine, stopTestEngine, type TestEngine } from '../support/engines.ts';
+
+const skip = await dockerUnavailable();
+
+/**
+ * Machines placed over three real engines, each a `dockerd` in a network
+ * namespace of its own: every new machine goes to the host with the most
+ * room, recorded with it in one transaction; a full platform answers
+ * 409 capacity_exhausted and records nothing; everything about a machine goes
+ * to its own host's engine.
+ */
+describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
+  let engines: TestEngine[] = [];
+  let docker: DockerApp;
+
+  before(async () => {
+    engines = await Promise.all([1, 2, 3].map((n) => startTestEngine(n)));
+    docker = await startDockerApp({
+      env: {
+        MACHINE_HOSTS: engines.map((engine) => `${engine.name}=${engine.address}`).join(','),
+        // Each engine has 2 CPUs: two small machines fill one, six the platform.
+        MACHINE_CPU_OVERCOMMIT: '1',
+        MACHINE_SIZES: 'small=1/512m/512/2g,medium=2/1g/1024/4g,large=4/2g/2048/8g',
+      },
+    });
+  });
+  after(async () => {
+    await docker?.close();
+    await Promise.all(engines.map((engine) => stopTestEngine(engine)));
+  });
+
+  const hostOf = async (machineId: string) => (await docker.ctx.app.deps.db.selectFrom('machines').select('host').where('id', '=', machineId).executeTakeFirstOrThrow()).host;
+  const containersOn = async (engine: TestEngine) => (await engine.docker.listContainers({ all: true, filters: { label: [MACHINE_ID_LABEL] } })).map((container) => container.Labels[MACHINE_ID_LABEL]);
+
+  test('six machines created at once spread two per host, each container on its own host’s engine; a seventh is 409 capacity_exhausted and recorded nowhere', async () => {
+    const { owner } = docker;
+    const created = await Promise.all(Array.from({ length: 6 }, (_, i) => owner.call('POST', '/api/machines', { name: `spread-${i}` })));
+    for (const response of created) assert.equal(response.statusCode, 201, response.body);
+    const ids = created.map((response) => response.json().id as string);
+    const hosts = await Promise.all(ids.map(hostOf));
+    const perHost = new Map<string, number>();
+    for (const host of hosts) perHost.set(host!, (perHost.get(host!) ?? 0) + 1);
+    assert.deepEqual([...perHost.entries()].sort(), engines.map((engine) => [engine.name, 2]));
+    await Promise.all(ids.map((id) => untilStatus(owner, id, 'running', 180_000)));
+    for (const engine of engines) {
+      const expected = ids.filter((_, i) => hosts[i] === engine.name).sort();
+      assert.deepEqual((await containersOn(engine)).sort(), expected, `containers on ${engine.name}`);
+    }
+
+    const before = await docker.ctx.app.deps.db.selectFrom('machines').select('id').execute();
+    const refused = await owner.call('POST', '/api/machines', { name: 'one-too-many' });
+    assert.equal(refused.statusCode, 409, refused.body);
+    assert.equal(refused.json().code, 'capacity_exhausted');
+    assert.match(refused.headers['content-type'] as string, /application\/problem\+json/);
+    assert.equal((await docker.ctx.app.deps.db.selectFrom('machines').select('id').execute()).length, before.length);
+
+    // Commands, files and the agent go to the machine's own host.
+    const onSecond = ids[hosts.indexOf(engines[1]!.name)]!;
+    const run = await runToEnd(owner, onSecond, { command: 'echo "$(hostname) on its host"' });
+    assert.equal(run.status, 'succeeded', JSON.stringify(run));
+    assert.match(run.stdout ?? '', / on its host\n$/);
+    const auth = { authorization: `Bearer ${owner.key}` };
+    const written = await docker.ctx.app.inject({ method: 'PUT', url: `/api/machines/${onSecond}/files?path=/root/where.txt`, payload: 'second host', headers: { ...auth, 'content-type': 'application/octet-stream' } });
+    assert.equal(written.statusCode, 204, written.body);
+    const read = await docker.ctx.app.inject({ method: 'GET', url: `/api/machines/${onSecond}/files?path=/root/where.txt`, headers: auth });
+    assert.equal(read.body, 'second host');
+
+    // Room made on the third host: the next machine goes there.
+    const onThird = ids[hosts.indexOf(engines[2]!.name)]!;
+    assert.equal((await owner.call('DELETE', `/api/machines/${onThird}`)).statusCode, 200);
+    await untilStatus(owner, onThird, 'destroyed');
+    assert.ok(!(await containersOn(engines[2]!)).includes(onThird));
+    const next = await owner.call('POST', '/api/machines', { name: 'room-again' });
+    assert.equal(next.statusCode, 201, next.body);
+    assert.equal(await hostOf(next.json().id), engines[2]!.name);
+  });
+});
