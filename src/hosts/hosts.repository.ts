@@ -34,6 +34,11 @@ export async function setHostState(db: Kysely<DB>, name: string, state: HostStat
   return Number(result.numUpdatedRows) > 0;
 }
 
+/** The engine answered now (only ever forward: processes record their sightings in any order). */
+export async function setHostSeen(db: Kysely<DB>, name: string, now: number): Promise<void> {
+  await db.updateTable('hosts').set({ last_seen_at: now }).where('name', '=', name).where((eb) => eb.or([eb('last_seen_at', 'is', null), eb('last_seen_at', '<', now)])).execute();
+}
+
 export async function deleteHost(db: Kysely<DB>, name: string): Promise<void> {
   await db.deleteFrom('hosts').where('name', '=', name).execute();
 }

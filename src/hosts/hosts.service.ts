@@ -4,7 +4,7 @@ import type { Deps } from '../deps.ts';
 import type { DB } from '../db/database.ts';
 import { LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
 import { capacityExhausted } from './hosts.errors.ts';
-import { listHosts, lockHostsForPlacement, placedSizes, upsertHost, type HostRow } from './hosts.repository.ts';
+import { listHosts, lockHostsForPlacement, placedSizes, setHostSeen, setHostState, upsertHost, type HostRow } from './hosts.repository.ts';
 import { chooseHost, roomOf } from './placement.ts';
 
 /** The address of the host `local` when no host is named: DOCKER_HOST, as Docker's own clients read it. */
@@ -75,4 +75,44 @@ export async function placeMachine(deps: Pick<Deps, 'config'>, provider: Machine
   const chosen = wanted === undefined ? null : chooseHost(candidates, roomOf(candidates, await placedSizes(db), sizes), wanted);
   if (chosen === null) throw capacityExhausted(size);
   return chosen;
+}
+
+/**
+ * One pass of a process's watch over the hosts: a host added since (`npm run
+ * hosts -- add`) is readied here, every readied one pinged, and an answer
+ * recorded as the host's last sighting (any process's counts). A lost host
+ * that answers again is active again. Answers the hosts no process has heard
+ * from for longer than MACHINE_HOST_LOST_AFTER_MS that are not yet lost.
+ */
+export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<HostRow[]> {
+  const hosts = provider.hosts;
+  if (hosts === undefined) return [];
+  const attached = new Set(hosts.attached());
+  const silent: HostRow[] = [];
+  for (const host of await listHosts(deps.db)) {
+    let answered: boolean;
+    if (attached.has(host.name)) {
+      answered = await hosts.ping(host.name);
+    } else {
+      answered = await hosts.attach({ name: host.name, address: host.address }).then(
+        async (capacity) => {
+          await upsertHost(deps.db, { ...host, cpus: capacity.cpus, memory_bytes: capacity.memoryBytes, disk_bytes: capacity.diskBytes });
+          return true;
+        },
+        (err: unknown) => {
+          deps.logger.debug({ err, host: host.name }, 'a host could not be readied');
+          return false;
+        },
+      );
+    }
+    const now = deps.clock.now();
+    if (answered) {
+      await setHostSeen(deps.db, host.name, now);
+      if (host.state === 'lost' && (await setHostState(deps.db, host.name, 'active', now))) deps.logger.warn({ host: host.name }, 'a lost host answers again: it takes machines again');
+      continue;
+    }
+    const lastHeard = host.last_seen_at ?? host.created_at;
+    if (host.state !== 'lost' && now - Number(lastHeard) > deps.config.machines.hostLostAfterMs) silent.push(host);
+  }
+  return silent;
 }

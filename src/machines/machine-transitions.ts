@@ -25,7 +25,7 @@ export type StopReason = 'requested' | 'expired' | 'balance-empty' | 'platform' 
 export type DestroyReason = 'requested' | 'expired' | 'pool';
 
 /** `data.detail.reason` of `machine.error`: the host's own verdicts, and its failures to do what it was asked. */
-export type ErrorReason = 'boot-failure' | 'crash' | 'stop-failure' | 'destroy-failure';
+export type ErrorReason = 'boot-failure' | 'crash' | 'stop-failure' | 'destroy-failure' | 'host-lost';
 
 export type Pending = { action: 'stop'; reason: StopReason } | { action: 'destroy'; reason: DestroyReason };
 

@@ -3,11 +3,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { MachinesConfig } from '../config.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
-import type { Clock } from '../shared/clock.ts';
+import type { Clock, Timer } from '../shared/clock.ts';
 import type { Sealer } from '../shared/sealing.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { createSimulatedProvider } from '../providers/simulated.provider.ts';
-import { readyHosts } from '../hosts/hosts.service.ts';
+import { readyHosts, watchHostsOnce } from '../hosts/hosts.service.ts';
+import { loseHost } from './host-loss.ts';
 import { machineCheckJob } from './job-types.ts';
 import { createMachineActivity, recordRequestActivity, type MachineActivity } from './activity.ts';
 import { findMachineById } from './machines.repository.ts';
@@ -44,6 +45,31 @@ async function checkNow(deps: Deps, machineId: string): Promise<void> {
   await inTransaction(deps.database, (tx) => deps.jobs.schedule(tx, machineCheckJob, machineId, { machineId }, deps.clock.now()));
 }
 
+/** How often a process pings its hosts and readies those added since; a third of the grace, at most 5 s. */
+const hostWatchMs = (lostAfterMs: number) => Math.min(5000, Math.max(250, Math.floor(lostAfterMs / 3)));
+
+/** Watches the hosts until stopped: readies new ones, records who answers, and declares lost those silent past their grace. */
+function watchHosts(deps: Deps, provider: MachineProvider, onStop: (stop: () => void) => void): void {
+  let timer: Timer | null = null;
+  let stopped = false;
+  const pass = async () => {
+    try {
+      for (const host of await watchHostsOnce(deps, provider)) {
+        const down = await loseHost(deps, host.name);
+        if (down !== null) deps.logger.error({ host: host.name, machines: down }, 'a host stopped answering: it is lost, and its machines are in error');
+      }
+    } catch (err) {
+      deps.logger.warn({ err }, 'a pass over the hosts failed; the next one tries again');
+    }
+    if (!stopped) timer = deps.clock.setTimeout(() => void pass(), hostWatchMs(deps.config.machines.hostLostAfterMs));
+  };
+  timer = deps.clock.setTimeout(() => void pass(), hostWatchMs(deps.config.machines.hostLostAfterMs));
+  onStop(() => {
+    stopped = true;
+    timer?.clear();
+  });
+}
+
 /**
  * Machines' lifecycle: the provider (the host), machines, pools, templates
  * and machine tokens. Routes where the role serves the API; background work
@@ -65,6 +91,7 @@ export const machinesPlugin = fp(
       });
       app.addHook('preClose', async () => unwatch());
     }
+    if (deps.config.role !== 'api' && provider.hosts) watchHosts(app.deps, provider, (stop) => app.addHook('preClose', async () => stop()));
     app.credentials.bearer('tmm_', authenticateMachineToken);
     for (const kind of machineJobKinds(deps, provider)) app.jobs.register(kind);
 

@@ -2,6 +2,8 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import { MACHINE_ID_LABEL } from '../../src/providers/docker/container-spec.ts';
 import { dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import { eventsOf } from '../support/machines.ts';
+import { eventually } from '../support/receiver.ts';
 import { startTestEngine, stopTestEngine, type TestEngine } from '../support/engines.ts';
 
 const skip = await dockerUnavailable();
@@ -24,6 +26,7 @@ describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
         MACHINE_HOSTS: engines.map((engine) => `${engine.name}=${engine.address}`).join(','),
         // Each engine has 2 CPUs: two small machines fill one, six the platform.
         MACHINE_CPU_OVERCOMMIT: '1',
+        MACHINE_HOST_LOST_AFTER_MS: '3000',
         MACHINE_SIZES: 'small=1/512m/512/2g,medium=2/1g/1024/4g,large=4/2g/2048/8g',
       },
     });
@@ -77,5 +80,33 @@ describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
     const next = await owner.call('POST', '/api/machines', { name: 'room-again' });
     assert.equal(next.statusCode, 201, next.body);
     assert.equal(await hostOf(next.json().id), engines[2]!.name);
+  });
+
+  test('a host whose engine is killed is lost: its machines are error (host-lost) with machine.error, new machines go elsewhere; started again, it takes machines again', async () => {
+    const { owner, ctx } = docker;
+    const [first, second] = engines as [TestEngine, TestEngine, TestEngine];
+    const machinesOn = async (host: string) => ctx.app.deps.db.selectFrom('machines').select(['id', 'status']).where('host', '=', host).where('status', '!=', 'destroyed').execute();
+    const onFirst = await machinesOn(first.name);
+    assert.equal(onFirst.length, 2);
+    await first.kill();
+    await eventually(async () => ((await machinesOn(first.name)).every((machine) => machine.status === 'error') ? true : undefined), 60_000, 'machines of the killed host in error');
+    const state = async (name: string) => (await ctx.app.deps.db.selectFrom('hosts').select('state').where('name', '=', name).executeTakeFirstOrThrow()).state;
+    assert.equal(await state(first.name), 'lost');
+    const events = await eventsOf(ctx, owner);
+    for (const { id } of onFirst) {
+      const error = events.find((event) => event.type === 'machine.error' && (event.data as { machine: { id: string } }).machine.id === id);
+      assert.equal((error?.data as { detail?: { reason?: string } } | undefined)?.detail?.reason, 'host-lost', JSON.stringify(error));
+    }
+
+    // Room on the second host only: the lost one is never chosen.
+    const onSecond = (await machinesOn(second.name))[0]!;
+    assert.equal((await owner.call('DELETE', `/api/machines/${onSecond.id}`)).statusCode, 200);
+    await untilStatus(owner, onSecond.id, 'destroyed');
+    const next = await owner.call('POST', '/api/machines', { name: 'not-on-the-lost-one' });
+    assert.equal(next.statusCode, 201, next.body);
+    assert.equal(await hostOf(next.json().id), second.name);
+
+    await first.start();
+    await eventually(async () => ((await state(first.name)) === 'active' ? true : undefined), 60_000, 'the host active again');
   });
 });

@@ -23,6 +23,8 @@ import { collectKeptImages, dockerTemplates, templateImage } from './templates.t
 
 /** How often a running machine is looked at anyway, should the engine's event of its end be missed. */
 const SAFETY_CHECK_MS = 60 * SECOND;
+/** An engine that takes longer than this to answer a ping counts as silent for that ping. */
+const PING_TIMEOUT_MS = 3 * SECOND;
 /** A stop in order: TERM, then KILL after this. */
 const STOP_GRACE_SECONDS = 10;
 
@@ -151,7 +153,13 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       attach,
       async ping(name) {
         const engine = engines.get(name);
-        return engine !== undefined && (await engine.docker.ping().then(() => true, () => false));
+        if (engine === undefined) return false;
+        let timer: NodeJS.Timeout | undefined;
+        const silence = new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), PING_TIMEOUT_MS);
+        });
+        const answered = engine.docker.ping().then(() => true, () => false);
+        return Promise.race([answered, silence]).finally(() => clearTimeout(timer));
       },
       attached: () => [...engines.keys()],
     },
