@@ -60,6 +60,8 @@ const created: string[] = [];
 console.log(`bench/machines on ${databaseUrl ? 'PostgreSQL' : 'SQLite'}: image ${machines.image}, ${RUNS} runs of each command by each way`);
 const service: Child = await startChild(new URL('./machines.child.ts', import.meta.url).pathname, {
   MACHINE_PROVIDER: 'docker',
+  // The bench boots MANY small machines at once on one engine: room for them (it times boots, not placement's refusals).
+  MACHINE_CPU_OVERCOMMIT: process.env.MACHINE_CPU_OVERCOMMIT ?? '64',
   BILLING: 'off',
   RATE_LIMIT: 'off',
   ...(pgSchema ? { BENCH_SCHEMA: pgSchema.schema } : {}),
