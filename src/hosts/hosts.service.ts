@@ -81,12 +81,14 @@ export async function placeMachine(deps: Pick<Deps, 'config'>, provider: Machine
  * One pass of a process's watch over the hosts: a host added since (`npm run
  * hosts -- add`) is readied here, every readied one pinged, and an answer
  * recorded as the host's last sighting (any process's counts). A lost host
- * that answers again is active again. Answers the hosts no process has heard
- * from for longer than MACHINE_HOST_LOST_AFTER_MS that are not yet lost.
+ * that answers again is active again (`back`: this process made it so).
+ * `silent`: the hosts no process has heard from for longer than
+ * MACHINE_HOST_LOST_AFTER_MS that are not yet lost.
  */
-export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<HostRow[]> {
+export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<{ silent: HostRow[]; back: string[] }> {
   const hosts = provider.hosts;
-  if (hosts === undefined) return [];
+  const back: string[] = [];
+  if (hosts === undefined) return { silent: [], back };
   const attached = new Set(hosts.attached());
   const silent: HostRow[] = [];
   for (const host of await listHosts(deps.db)) {
@@ -108,11 +110,14 @@ export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' 
     const now = deps.clock.now();
     if (answered) {
       await setHostSeen(deps.db, host.name, now);
-      if (host.state === 'lost' && (await setHostState(deps.db, host.name, 'active', now))) deps.logger.warn({ host: host.name }, 'a lost host answers again: it takes machines again');
+      if (host.state === 'lost' && (await setHostState(deps.db, host.name, 'active', now))) {
+        deps.logger.warn({ host: host.name }, 'a lost host answers again: it takes machines again');
+        back.push(host.name);
+      }
       continue;
     }
     const lastHeard = host.last_seen_at ?? host.created_at;
     if (host.state !== 'lost' && now - Number(lastHeard) > deps.config.machines.hostLostAfterMs) silent.push(host);
   }
-  return silent;
+  return { silent, back };
 }

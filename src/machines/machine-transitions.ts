@@ -91,13 +91,13 @@ async function wentDown(deps: Deps, tx: Tx, machine: MachineRow, cause: string):
 }
 
 /** A finished boot: `machine.created` the first time, `machine.started` after that; the runs waiting for it go. */
-export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
+export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null, detail?: Record<string, unknown>): Promise<MachineRow | null> {
   const now = deps.clock.now();
   const updated = await change(deps, tx, row, { ...SETTLED, status: 'running', status_changed_at: now, booted_at: row.booted_at ?? now });
   if (updated === null) return null;
   await scheduleCheck(deps, tx, row.id, checkAt);
   await scheduleIdleCheck(deps, tx, updated);
-  await emitMachineEvent(deps, tx, row.booted_at === null ? 'machine.created' : 'machine.started', updated);
+  await emitMachineEvent(deps, tx, row.booted_at === null ? 'machine.created' : 'machine.started', updated, detail);
   for (const follower of deps.machineFollowers) await follower.running?.(deps, tx, updated);
   return updated;
 }

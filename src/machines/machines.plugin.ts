@@ -8,7 +8,7 @@ import type { Sealer } from '../shared/sealing.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { createSimulatedProvider } from '../providers/simulated.provider.ts';
 import { readyHosts, watchHostsOnce } from '../hosts/hosts.service.ts';
-import { loseHost } from './host-loss.ts';
+import { loseHost, recoverHost } from './host-loss.ts';
 import { machineCheckJob } from './job-types.ts';
 import { createMachineActivity, recordRequestActivity, type MachineActivity } from './activity.ts';
 import { findMachineById } from './machines.repository.ts';
@@ -54,10 +54,12 @@ function watchHosts(deps: Deps, provider: MachineProvider, onStop: (stop: () => 
   let stopped = false;
   const pass = async () => {
     try {
-      for (const host of await watchHostsOnce(deps, provider)) {
+      const { silent, back } = await watchHostsOnce(deps, provider);
+      for (const host of silent) {
         const down = await loseHost(deps, host.name);
         if (down !== null) deps.logger.error({ host: host.name, machines: down }, 'a host stopped answering: it is lost, and its machines are in error');
       }
+      for (const host of back) await recoverHost(deps, provider, host);
     } catch (err) {
       deps.logger.warn({ err }, 'a pass over the hosts failed; the next one tries again');
     }

@@ -82,7 +82,7 @@ describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
     assert.equal(await hostOf(next.json().id), engines[2]!.name);
   });
 
-  test('a host whose engine is killed is lost: its machines are error (host-lost) with machine.error, new machines go elsewhere; started again, it takes machines again', async () => {
+  test('a host whose engine is killed is lost: its machines are error (host-lost) with machine.error, new machines go elsewhere; started again, it takes machines again and its machines are what they really are', async () => {
     const { owner, ctx } = docker;
     const [first, second] = engines as [TestEngine, TestEngine, TestEngine];
     const machinesOn = async (host: string) => ctx.app.deps.db.selectFrom('machines').select(['id', 'status']).where('host', '=', host).where('status', '!=', 'destroyed').execute();
@@ -108,5 +108,16 @@ describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
 
     await first.start();
     await eventually(async () => ((await state(first.name)) === 'active' ? true : undefined), 60_000, 'the host active again');
+    // Its machines as they really are now (the engine stops what ran when it restarts without live restore), with the matching event.
+    const back = await eventually(async () => {
+      const now = await machinesOn(first.name);
+      return now.every((machine) => machine.status === 'running' || machine.status === 'stopped') ? now : undefined;
+    }, 60_000, 'the machines of the host back in their real state');
+    const later = await eventsOf(ctx, owner);
+    for (const machine of back) {
+      const type = machine.status === 'running' ? 'machine.started' : 'machine.stopped';
+      const event = later.find((candidate) => candidate.type === type && (candidate.data as { machine: { id: string } }).machine.id === machine.id);
+      assert.equal((event?.data as { detail?: { reason?: string } } | undefined)?.detail?.reason, machine.status === 'running' ? 'host-back' : 'platform', JSON.stringify(event));
+    }
   });
 });
