@@ -70,7 +70,7 @@ describe('links', () => {
 });
 
 describe('samples', () => {
-  test('every page but the architecture has samples that run, and every curl in them fails on an error status', async () => {
+  test('the README and the api, webhooks, machines and operations pages have samples that run, and every curl in them fails on an error status', async () => {
     const blocks = (await allBlocks()).filter(runnable);
     for (const page of ['README.md', 'docs/api.md', 'docs/webhooks.md', 'docs/machines.md', 'docs/operations.md']) {
       assert.ok(blocks.some((block) => block.page === page), `${page} has no sh sample`);
@@ -98,6 +98,21 @@ function runSample(block: CodeBlock, env: Record<string, string>, cwd: string): 
       else reject(new Error(`${named(block)} ended with ${signal ?? `exit code ${code}`}:\n${block.code}\n--- its output:\n${output}`));
     });
   });
+}
+
+/**
+ * What a sample's answers must say beyond a 2xx: an MCP tool that failed still answers 200 (`isError`), and
+ * the README's first machine must really have run its command.
+ */
+function checkOutput(block: CodeBlock, output: string, provider: 'simulated' | 'docker'): void {
+  assert.doesNotMatch(output, /\\?"isError\\?":\s*true/, `${named(block)}: an MCP tool answered an error`);
+  if (block.page === 'README.md' && block.code.includes('first-machine')) {
+    assert.match(output, /"status": "succeeded",\s*"exitCode": 0/, `${named(block)}: the first run did not succeed`);
+    if (provider === 'docker') assert.match(output, /hello from mch-/, `${named(block)}: the first run printed nothing of its own`);
+  }
+  if (block.page === 'README.md' && block.code.includes('machine_run_command')) {
+    assert.match(output, /\\"status\\":\\"succeeded\\"/, `${named(block)}: machine_run_command did not run its command`);
+  }
 }
 
 interface StartedService {
@@ -161,8 +176,10 @@ describe('samples on the simulated provider', () => {
   after(() => stopService(service, false));
 
   for (const block of blocks.filter((candidate) => runnable(candidate) && !needsDocker(candidate))) {
-    test(named(block), async () => {
-      await runSample(block, service!.env, service!.cwd);
+    test(named(block), async (t) => {
+      const output = await runSample(block, service!.env, service!.cwd);
+      t.diagnostic(output);
+      checkOutput(block, output, 'simulated');
     });
   }
 });
@@ -179,8 +196,10 @@ describe('samples on the Docker provider', { skip: dockerSkip }, () => {
 
   // The README's first machine really runs its command here; then every sample that needs a real machine.
   for (const block of blocks.filter((candidate) => runnable(candidate) && (needsDocker(candidate) || candidate.page === 'README.md'))) {
-    test(named(block), async () => {
-      await runSample(block, service!.env, service!.cwd);
+    test(named(block), async (t) => {
+      const output = await runSample(block, service!.env, service!.cwd);
+      t.diagnostic(output);
+      checkOutput(block, output, 'docker');
     });
   }
 });
