@@ -140,7 +140,11 @@ async function startService(options: TestAppOptions, machineTimeoutMs: number): 
     return json;
   };
   const machine = await call('POST', '/api/machines', { name: 'docs-samples' });
-  await eventually(async () => ((await call('GET', `/api/machines/${String(machine.id)}`)).status === 'running' ? true : undefined), machineTimeoutMs, 'the samples machine running');
+  const booted = await eventually(async () => {
+    const current = await call('GET', `/api/machines/${String(machine.id)}`);
+    return current.status === 'starting' ? undefined : current;
+  }, machineTimeoutMs, 'the samples machine booted');
+  assert.equal(booted.status, 'running', `the samples machine: ${JSON.stringify(booted)}`);
   const endpoint = await call('POST', '/api/event-webhooks', { url: 'https://example.com/hooks/docs', events: ['*'] });
   const cwd = await mkdtemp(join(tmpdir(), 'docs-samples-'));
   return { ctx, cwd, env: { BASE: base, KEY: key, MACHINE: String(machine.id), ENDPOINT: String(endpoint.id) } };
@@ -190,7 +194,7 @@ describe('samples on the Docker provider', { skip: dockerSkip }, () => {
   let service: StartedService | undefined;
   before(async () => {
     requireTools();
-    service = await startService({ env: { MACHINE_PROVIDER: 'docker', ...DOCKER_TEST_ENV } }, 120_000);
+    service = await startService({ env: { MACHINE_PROVIDER: 'docker', ...DOCKER_TEST_ENV } }, 180_000);
   });
   after(() => stopService(service, true));
 
