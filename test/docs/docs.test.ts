@@ -144,7 +144,10 @@ async function startService(options: TestAppOptions, machineTimeoutMs: number): 
     const current = await call('GET', `/api/machines/${String(machine.id)}`);
     return current.status === 'starting' ? undefined : current;
   }, machineTimeoutMs, 'the samples machine booted');
-  assert.equal(booted.status, 'running', `the samples machine: ${JSON.stringify(booted)}`);
+  if (booted.status !== 'running') {
+    const events = await call('GET', `/api/events?machineId=${String(machine.id)}`);
+    assert.fail(`the samples machine did not boot: ${JSON.stringify(booted)}; its events: ${JSON.stringify(events.data)}`);
+  }
   const endpoint = await call('POST', '/api/event-webhooks', { url: 'https://example.com/hooks/docs', events: ['*'] });
   const cwd = await mkdtemp(join(tmpdir(), 'docs-samples-'));
   return { ctx, cwd, env: { BASE: base, KEY: key, MACHINE: String(machine.id), ENDPOINT: String(endpoint.id) } };
