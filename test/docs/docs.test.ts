@@ -148,7 +148,7 @@ async function startService(options: TestAppOptions, machineTimeoutMs: number): 
     const events = await call('GET', `/api/events?machineId=${String(machine.id)}`);
     assert.fail(`the samples machine did not boot: ${JSON.stringify(booted)}; its events: ${JSON.stringify(events.data)}`);
   }
-  const endpoint = await call('POST', '/api/event-webhooks', { url: 'https://example.com/hooks/docs', events: ['*'] });
+  const endpoint = await call('POST', '/api/event-webhooks', { url: 'https://receiver.invalid/hooks/docs', events: ['*'] });
   const cwd = await mkdtemp(join(tmpdir(), 'docs-samples-'));
   return { ctx, cwd, env: { BASE: base, KEY: key, MACHINE: String(machine.id), ENDPOINT: String(endpoint.id) } };
 }
