@@ -5,14 +5,27 @@
  * db/ (connections, transactions, batched writes, migrations), shared/ (clock,
  * ids, secrets, signals), mail/ (the mailer), jobs/ (the queue and its runner)
  * and rate-limits/ (counters). Domains: accounts/, api-keys/, events/,
- * event-webhooks/, machines/, mcp/, dashboard/, ops/, security-log/.
+ * event-webhooks/, mcp/, dashboard/, ops/, security-log/, and machines in
+ * four rooms (MACHINE_ROOMS below).
  *
  * A domain uses another only through the files listed in PUBLIC below: they
  * are each domain's surface; everything else in a folder is its own business.
  * Folder cycles are checked by .dependency-cruiser.folders.cjs.
  */
 const BASE = '^src/(http|db|shared|mail|jobs|rate-limits)/';
-const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', 'machines', 'mcp', 'oauth', 'dashboard', 'ops', 'security-log'];
+/**
+ * Machines are four rooms, each built on the ones before it and free to use
+ * any of their files: providers/ (the seam to a host: what a host does, and
+ * the machine agent's API inside a machine; simulated and Docker), machines/
+ * (lifecycle, pools, templates, tokens), runs/ (runs, schedules, inbound
+ * webhooks) and machine-access/ (files, processes, screens, live view,
+ * terminal, previews, MCP). A room never imports one after it: what a later
+ * room must do when a machine changes state it registers as a follower
+ * (machines/machine-transitions.ts).
+ */
+const MACHINE_ROOMS = ['providers', 'machines', 'runs', 'machine-access'];
+const DOMAINS = ['accounts', 'api-keys', 'billing', 'events', 'event-webhooks', ...MACHINE_ROOMS, 'mcp', 'oauth', 'dashboard', 'ops', 'security-log'];
+const roomsAfter = (room) => MACHINE_ROOMS.slice(MACHINE_ROOMS.indexOf(room) + 1);
 
 /** What each domain offers the others. */
 const PUBLIC = [
@@ -57,12 +70,19 @@ module.exports = {
       from: { path: '^src/db/database[.]ts$' },
       to: { path: `^src/(${DOMAINS.join('|')})/`, pathNot: '[.]tables[.]ts$' },
     },
+    ...MACHINE_ROOMS.slice(0, -1).map((room) => ({
+      name: `${room}-imports-no-later-room`,
+      comment: `${room}/ is built on by ${roomsAfter(room).join(', ')}, never the other way.`,
+      severity: 'error',
+      from: { path: `^src/${room}/` },
+      to: { path: `^src/(${roomsAfter(room).join('|')})/` },
+    })),
     ...DOMAINS.map((domain) => ({
       name: `${domain}-used-through-its-public-files`,
-      comment: `Other domains use ${domain}/ only through the files PUBLIC lists.`,
+      comment: `Other domains use ${domain}/ only through the files PUBLIC lists${MACHINE_ROOMS.includes(domain) && roomsAfter(domain).length > 0 ? `; the machine rooms after it use all of it` : ''}.`,
       severity: 'error',
       // The composition root (src/*.ts: app, server, deps, config) wires every domain; db/database.ts composes their table types.
-      from: { path: '^src/', pathNot: [`^src/${domain}/`, '^src/[^/]+[.]ts$', '^src/db/database[.]ts$'] },
+      from: { path: '^src/', pathNot: [`^src/${domain}/`, '^src/[^/]+[.]ts$', '^src/db/database[.]ts$', ...(MACHINE_ROOMS.includes(domain) ? roomsAfter(domain).map((room) => `^src/${room}/`) : [])] },
       to: { path: `^src/${domain}/`, pathNot: PUBLIC },
     })),
   ],

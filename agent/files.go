@@ -37,6 +37,16 @@ func pathParam(r *http.Request) (string, error) {
 	return filepath.Clean(path), nil
 }
 
+// pathAndFlag reads the path and one 0/1 option, what writing, deleting and watching take.
+func pathAndFlag(r *http.Request, flag string) (string, bool, error) {
+	path, err := pathParam(r)
+	if err != nil {
+		return "", false, err
+	}
+	set, err := flagParam(r, flag)
+	return path, set, err
+}
+
 func fileType(mode fs.FileMode) string {
 	switch {
 	case mode.IsRegular():
@@ -143,11 +153,7 @@ func (a *agent) readFile(w http.ResponseWriter, r *http.Request, _ []string) err
 }
 
 func (a *agent) writeFile(w http.ResponseWriter, r *http.Request, _ []string) error {
-	path, err := pathParam(r)
-	if err != nil {
-		return err
-	}
-	appending, err := flagParam(r, "append")
+	path, appending, err := pathAndFlag(r, "append")
 	if err != nil {
 		return err
 	}
@@ -180,11 +186,7 @@ func (a *agent) writeFile(w http.ResponseWriter, r *http.Request, _ []string) er
 }
 
 func (a *agent) deleteFile(w http.ResponseWriter, r *http.Request, _ []string) error {
-	path, err := pathParam(r)
-	if err != nil {
-		return err
-	}
-	recursive, err := flagParam(r, "recursive")
+	path, recursive, err := pathAndFlag(r, "recursive")
 	if err != nil {
 		return err
 	}

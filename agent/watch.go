@@ -29,11 +29,7 @@ type changeLine struct {
 }
 
 func (a *agent) watchFiles(w http.ResponseWriter, r *http.Request, _ []string) error {
-	path, err := pathParam(r)
-	if err != nil {
-		return err
-	}
-	recursive, err := flagParam(r, "recursive")
+	path, recursive, err := pathAndFlag(r, "recursive")
 	if err != nil {
 		return err
 	}

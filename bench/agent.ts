@@ -4,7 +4,7 @@
 // stream, with what could have held it up beside (the machine's CPU quota, the service's event loop and
 // collector); and the agent's memory in the idle machine, just started and after all that.
 import { PassThrough } from 'node:stream';
-import { AGENT_PATH, containerName, RECORDS_DIR } from '../src/machines/docker/container-spec.ts';
+import { AGENT_PATH, containerName, RECORDS_DIR } from '../src/providers/docker/container-spec.ts';
 import { newId } from '../src/shared/ids.ts';
 import { engineExec } from './engine-exec.ts';
 import { mib, ms, verdict, waysReport, type MachinesBench } from './machines-bench.ts';

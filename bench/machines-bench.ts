@@ -1,7 +1,7 @@
 // What bench/machines.ts lends the parts it keeps in files of their own (screens.ts, agent.ts, service-memory.ts),
 // and how they print: figures in ms, each way beside the baseline it is measured over, a verdict where a target is.
 import type Docker from 'dockerode';
-import type { AgentConnections } from '../src/machines/docker/agent-connection.ts';
+import type { AgentConnections } from '../src/providers/docker/agent-connection.ts';
 import { percentile, type Child } from './support.ts';
 
 export interface MachinesBench {

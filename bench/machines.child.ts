@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import type { DockerProvider } from '../src/machines/docker/docker.provider.ts';
+import type { DockerProvider } from '../src/providers/docker/docker.provider.ts';
 import { freePort } from '../test/support/service-process.ts';
 import { epochNow } from './support.ts';
 

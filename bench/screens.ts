@@ -4,11 +4,11 @@
 // (the agent's connection to x11vnc's port, as the service opens it, without the service), with the service's CPU
 // per viewer.
 import { loadavg } from 'node:os';
-import { containerName } from '../src/machines/docker/container-spec.ts';
+import { containerName } from '../src/providers/docker/container-spec.ts';
 import { engineExec } from './engine-exec.ts';
-import { dockerScreen, SCREENSHOT } from '../src/machines/docker/screen.ts';
-import type { ProviderMachine } from '../src/machines/provider.ts';
-import { DEFAULT_SCREEN } from '../src/machines/screen-size.ts';
+import { dockerScreen, SCREENSHOT } from '../src/providers/docker/screen.ts';
+import type { ProviderMachine } from '../src/providers/provider.ts';
+import { DEFAULT_SCREEN } from '../src/providers/screen-size.ts';
 import { ms, type MachinesBench } from './machines-bench.ts';
 import { rfbViewer, type Viewer } from './rfb.ts';
 import { cpuMicros, percentile, sleep } from './support.ts';

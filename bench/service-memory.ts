@@ -7,7 +7,7 @@
 // process's record.
 import { PassThrough, Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { containerName, RECORDS_DIR } from '../src/machines/docker/container-spec.ts';
+import { containerName, RECORDS_DIR } from '../src/providers/docker/container-spec.ts';
 import { engineExec } from './engine-exec.ts';
 import { mib, ms, verdict, type MachinesBench } from './machines-bench.ts';
 import { rssOf, sleep } from './support.ts';

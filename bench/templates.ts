@@ -3,7 +3,7 @@
 // interleaved, each destroyed before the next; the target is a template's p50 within 1.5× the plain one's (issue 41).
 // Also the time to save the template (the commit, the machine frozen meanwhile) and a fork of several machines at once.
 import Docker from 'dockerode';
-import { KEPT_REPOSITORY, templateImage } from '../src/machines/docker/templates.ts';
+import { KEPT_REPOSITORY, templateImage } from '../src/providers/docker/templates.ts';
 import { ms, verdict, waysReport, type MachinesBench } from './machines-bench.ts';
 import { percentile } from './support.ts';
 

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The machine agent is not in the image: the service puts it into every machine (src/machines/docker/agent-install.ts).
+# The machine agent is not in the image: the service puts it into every machine (src/providers/docker/agent-install.ts).
 bash scripts/build-agent.sh
 
 version=$(node -p "require('./package.json').version")

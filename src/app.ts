@@ -38,9 +38,13 @@ import type { DeliveryOptions } from './event-webhooks/delivery.job.ts';
 import { eventWebhooksPlugin } from './event-webhooks/event-webhooks.plugin.ts';
 import type { ResolveAll } from './event-webhooks/targets.ts';
 import { machinesPlugin } from './machines/machines.plugin.ts';
+import { runsPlugin } from './runs/runs.plugin.ts';
+import { runsFollowMachines } from './runs/follow-machines.ts';
+import { machineAccessPlugin } from './machine-access/machine-access.plugin.ts';
+import { liveViewsFollowMachines } from './machine-access/live-views.repository.ts';
 import { billingPlugin } from './billing/billing.plugin.ts';
-import { LIVE_VIEW_PATH } from './machines/live-view.service.ts';
-import { INBOUND_WEBHOOK_PATH } from './machines/inbound-webhooks.service.ts';
+import { LIVE_VIEW_PATH } from './machine-access/live-view.service.ts';
+import { INBOUND_WEBHOOK_PATH } from './runs/inbound-webhooks.service.ts';
 import { mcpPlugin } from './mcp/mcp.plugin.ts';
 import type { ToolWaitOptions } from './mcp/tools.ts';
 import { oauthPlugin } from './oauth/oauth.plugin.ts';
@@ -116,7 +120,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     // Node would answer a request without Host itself, with an empty 400; refuseUnreadableRequests answers it as problem+json.
     http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
-  // First of all: a preview host (CONTRACT 19) never meets the API's and the dashboard's hooks.
+  // First of all: a preview host never meets the API's and the dashboard's hooks.
   takeHostsFirst(app);
   answerServerLevelRequests(app.server, config.publicUrl);
   lingerAfterEarlyAnswers(app.server);
@@ -151,7 +155,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     config.role === 'api'
       ? null
       : createRunner({ database, db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: config.jobs.pollIntervalMs, ...options.runnerOptions });
-  const deps: Deps = Object.freeze({ config, database, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }), secrets: createSealer(loadSecretsKey(config.secrets)) });
+  const deps: Deps = Object.freeze({ config, database, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }), secrets: createSealer(loadSecretsKey(config.secrets)), machineFollowers: [runsFollowMachines, liveViewsFollowMachines] });
 
   await app.register(fp(async (core) => {
     core.decorate('deps', deps);
@@ -196,7 +200,9 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(apiKeysPlugin);
   await app.register(securityLogPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
-  await app.register(machinesPlugin, { ...(options.toolWait ? { toolWait: options.toolWait } : {}), ...(options.terminalGraceMs !== undefined ? { terminalGraceMs: options.terminalGraceMs } : {}) });
+  await app.register(machinesPlugin);
+  await app.register(runsPlugin);
+  await app.register(machineAccessPlugin, { ...(options.toolWait ? { toolWait: options.toolWait } : {}), ...(options.terminalGraceMs !== undefined ? { terminalGraceMs: options.terminalGraceMs } : {}) });
   await app.register(billingPlugin);
   await app.register(oauthPlugin, options.resolveAll ? { resolveAll: options.resolveAll } : {});
   if (config.role !== 'worker') {

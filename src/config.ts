@@ -53,7 +53,7 @@ export interface MachinesConfig {
    * resolvers (its /etc/resolv.conf), which machines could not reach themselves when they are private.
    */
   dnsServers: readonly string[];
-  /** MACHINE_AUTO_STOP_MINUTES: the idle stop of machines created without `autoStopMinutes` (CONTRACT 20: 15; 0: never). */
+  /** MACHINE_AUTO_STOP_MINUTES: the idle stop of machines created without `autoStopMinutes` (default 15; 0: never). */
   autoStopMinutes: number;
   /**
    * MACHINE_PRIVATE_ALLOW: private IPv4 ranges (CIDRs) machines may reach after all, under their own network
@@ -121,7 +121,7 @@ export interface Config {
   host: string;
   /** The service's own origin, without a trailing slash, e.g. `http://localhost:3000`. */
   publicUrl: string;
-  /** CONTRACT 19: where a machine's port is served, `{port}` and `{id}` in its host (e.g. `http://{port}-{id}.localhost:3000`). */
+  /** Where a machine's port is served, `{port}` and `{id}` in its host (e.g. `http://{port}-{id}.localhost:3000`). */
   previewUrl: string;
   /** True when PUBLIC_URL is https: cookies become `__Host-` and `Secure`. */
   secureCookies: boolean;
@@ -353,7 +353,7 @@ function parseUsd(variable: string, value: string): number {
 
 /**
  * MACHINE_PRICES names exactly the machine sizes (MACHINE_SIZES), each
- * `size=running` or `size=running/paused` (CONTRACT 20); a paused price not
+ * `size=running` or `size=running/paused`; a paused price not
  * given is a tenth of the running one, rounded to the micro-dollar.
  */
 function parsePrices(value: string, sizes: readonly string[]): Pick<BillingConfig, 'pricesMicrosPerHour' | 'pausedPricesMicrosPerHour'> {

@@ -7,6 +7,7 @@ import type { Queue } from './jobs/queue.ts';
 import type { Clock } from './shared/clock.ts';
 import type { Signals } from './db/signals.ts';
 import type { Sealer } from './shared/sealing.ts';
+import type { MachineFollower } from './machines/machine-follower.ts';
 
 /**
  * What every domain's services take first: the base services, built once in
@@ -25,4 +26,6 @@ export interface Deps {
   readonly jobs: Queue;
   /** Encryption at rest of users' secrets (SECRETS_KEY). */
   readonly secrets: Sealer;
+  /** What runs/ and machine-access/ change in the transaction of a machine's change of state (machine-transitions.ts). */
+  readonly machineFollowers: readonly MachineFollower<Deps>[];
 }

@@ -3,7 +3,7 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import { describeStartupFailure, type StartupPhase } from './ops/startup-errors.ts';
 import { describeStartup } from './ops/startup-line.ts';
 
-/** CONTRACT 2: a start-up that cannot work says why in one line, naming the variable, and exits 1. */
+/** A start-up that cannot work says why in one line, naming the variable, and exits 1. */
 function exitWith(line: string): never {
   process.stderr.write(`${line}\n`);
   process.exit(1);

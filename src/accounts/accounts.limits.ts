@@ -2,7 +2,7 @@ import type { Deps } from '../deps.ts';
 import { HOUR, MINUTE } from '../shared/clock.ts';
 import { allows, enforceLimits, type Limit } from '../rate-limits/rate-limiter.ts';
 
-/** CONTRACT 4. Counted whether or not the account exists, so limits reveal nothing. */
+/** Sign-in, sign-up and emailed-link limits. Counted whether or not the account exists, so limits reveal nothing. */
 export const LIMITS = {
   signInPerEmail: { max: 10, windowMs: 15 * MINUTE },
   signInPerIp: { max: 100, windowMs: 15 * MINUTE },

@@ -196,7 +196,7 @@ export async function requestPasswordReset(deps: Deps, rawEmail: string, ip: str
   await inTransaction(deps.database, (tx) => deps.jobs.enqueue(tx, passwordResetMailJob, [{ payload: { email, ip } }]));
 }
 
-/** The security notice of spec 5 rule 6, as a job of the change's own transaction. */
+/** The security notice mailed after a change to what protects an account, as a job of the change's own transaction. */
 function sendPasswordNotice(deps: Deps, tx: Tx, accountId: string, how: 'changed' | 'reset', now: number): Promise<void> {
   return deps.jobs.enqueue(tx, passwordNoticeJob, [{ payload: { accountId, how, at: toIso(now) } }]);
 }

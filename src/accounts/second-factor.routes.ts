@@ -38,7 +38,7 @@ import { clientInfo, setSessionCookie } from './sessions.service.ts';
 const tags = ['second factor'];
 const session = { auth: 'session' } as const;
 
-/** CONTRACT 17: TOTP, recovery codes, passkeys, the second step of sign-in, and reauthentication. */
+/** TOTP, recovery codes, passkeys, the second step of sign-in, and reauthentication. */
 export const secondFactorRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { deps } = app;
   const { config } = deps;

@@ -19,7 +19,7 @@ import { deletePendingSignIn, findPendingSignIn, insertPendingSignIn } from './s
 import { useSecondFactorCode } from './second-factor.service.ts';
 import { createSession } from './sessions.service.ts';
 
-/** CONTRACT 17: the password step is remembered this long, in this browser only. */
+/** The password step is remembered this long, in this browser only. */
 export const PENDING_SIGN_IN_MS = 5 * MINUTE;
 
 export type SecondFactorMethod = 'totp' | 'recovery' | 'passkey';

@@ -1,6 +1,6 @@
 import { Secret, TOTP } from 'otpauth';
 
-/** RFC 6238 as authenticator apps expect it (CONTRACT 17): SHA-1, 6 digits, 30-second steps. */
+/** RFC 6238 as authenticator apps expect it: SHA-1, 6 digits, 30-second steps. */
 const PERIOD_SECONDS = 30;
 const DIGITS = 6;
 /** Codes of the step before and after now are accepted too: a phone's clock a little off, a code typed as it changed. */

@@ -15,7 +15,7 @@ import type { Clock } from '../shared/clock.ts';
 import type { ApiKeyCache, KnownKey } from './api-key-cache.ts';
 import { deleteApiKey, findApiKeyByTokenHash, insertApiKey, listApiKeyRows, recordApiKeyUse } from './api-keys.repository.ts';
 
-/** CONTRACT 5: lastUsedAt is written at most once a minute per key. */
+/** `lastUsedAt` is written at most once a minute per key. */
 const LAST_USED_RESOLUTION_MS = MINUTE;
 const PREFIX_LENGTH = 8;
 

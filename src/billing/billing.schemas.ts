@@ -15,7 +15,7 @@ export const BillingSchema = Type.Object({
   balance: Amount,
   currency: Type.Literal('usd'),
   prices: Type.Object({ small: Amount, medium: Amount, large: Amount }, { description: 'USD per hour of running time, by machine size' }),
-  pausedPrices: Type.Object({ small: Amount, medium: Amount, large: Amount }, { description: 'USD per hour of paused time, by machine size (CONTRACT 20)' }),
+  pausedPrices: Type.Object({ small: Amount, medium: Amount, large: Amount }, { description: 'USD per hour of paused time, by machine size' }),
   paymentMethod: Type.Union([PaymentMethodSchema, Type.Null()]),
   welcomeCredit: Type.Object({
     amount: Amount,

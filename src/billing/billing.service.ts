@@ -45,7 +45,7 @@ export interface BillingView {
   balance: string;
   currency: 'usd';
   prices: { small: string; medium: string; large: string };
-  /** CONTRACT 20: a paused machine's price per hour, by size. */
+  /** A paused machine's price per hour, by size. */
   pausedPrices: { small: string; medium: string; large: string };
   paymentMethod: PaymentMethodView | null;
   welcomeCredit: { amount: string; grantedAt: string | null; missing: Array<'email_confirmation' | 'payment_method'> };

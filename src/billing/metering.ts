@@ -15,7 +15,7 @@ import { appendEntries, stopMachinesOf, type NewEntry } from './ledger.ts';
 import { costOf } from './money.ts';
 
 /**
- * Metering of `running` time (CONTRACT 12), exact over a machine's life.
+ * Metering of `running` time, exact over a machine's life.
  *
  * Each machine has a meter whose watermark `metered_until` says up to when
  * its running time is charged. A charge moves the watermark to now, adds the
@@ -40,7 +40,7 @@ const ACCOUNTS_PER_TRANSACTION = 250;
 /** On PostgreSQL, how many of those transactions run at once (each on a connection of its own). */
 const PARALLEL_TRANSACTIONS = 3;
 
-/** The price per hour of a machine of `size` in `status`, or null for a status that is not metered (CONTRACT 12, 20). */
+/** The price per hour of a machine of `size` in `status`, or null for a status that is not metered. */
 function priceOf(deps: Deps, size: string, status: string): number | null {
   if (status === 'running') return deps.config.billing.pricesMicrosPerHour[size] ?? 0;
   if (status === 'paused') return deps.config.billing.pausedPricesMicrosPerHour[size] ?? 0;

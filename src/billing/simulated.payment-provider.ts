@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { CardInput, ChargeResult, PaymentProvider, SaveResult } from './payment-provider.ts';
 
-/** CONTRACT 12's test cards, as a processor's test mode knows them. */
+/** The test cards, as a processor's test mode knows them. */
 const REFUSED = '4000000000000002';
 const CHARGES_DECLINED = '4000000000009995';
 

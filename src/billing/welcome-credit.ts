@@ -6,7 +6,7 @@ import { appendEntries } from './ledger.ts';
 import { formatMicros } from './money.ts';
 
 /**
- * The welcome credit (spec 4.1 verify, CONTRACT 12): added once, when the
+ * The welcome credit (on email verification): added once, when the
  * account has both a confirmed email address and a saved card, whichever
  * comes second. Both changes call this in their own transaction AFTER writing
  * their half: it takes the account's billing lock, then reads the other half,

@@ -16,11 +16,11 @@ import type { RateLimitsTable } from '../rate-limits/rate-limits.tables.ts';
 import type { EventsTable } from '../events/events.tables.ts';
 import type { DeliveriesTable, DeliveryAttemptsTable, EventEndpointsTable } from '../event-webhooks/event-webhooks.tables.ts';
 import type { LiveViewsTable, MachinesTable, PoolsTable, TemplatesTable } from '../machines/machines.tables.ts';
-import type { PublicPreviewPortsTable } from '../machines/previews/previews.tables.ts';
+import type { PublicPreviewPortsTable } from '../machine-access/previews/previews.tables.ts';
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
 import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable, BillingUsageDaysTable } from '../billing/billing.tables.ts';
 import type { OAuthGrantsTable, OAuthRecordsTable } from '../oauth/oauth.tables.ts';
-import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../machines/runs.tables.ts';
+import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../runs/runs.tables.ts';
 
 /** Every table, as Kysely sees it. Each domain owns its own table interfaces. */
 export interface DB {

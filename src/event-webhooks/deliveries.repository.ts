@@ -32,7 +32,7 @@ const COLUMNS: Columns<DeliveriesTable> = [
   ['unqueued', 'integer'],
 ];
 
-/** Spec 2.5 / CONTRACT 6: the delivery record as the API shows it. */
+/** The delivery record as the API shows it. */
 export interface Delivery {
   id: string;
   endpointId: string;
@@ -184,7 +184,7 @@ export async function recordAttempts(db: Kysely<DB>, attempts: readonly AttemptR
   for (const text of attemptStatements(dialect, attempts.length)) await db.executeQuery(CompiledQuery.raw(text, parameters));
 }
 
-/** CONTRACT 13: one entry of a delivery's attempt log. */
+/** One entry of a delivery's attempt log. */
 export interface AttemptLogEntry {
   n: number;
   at: string;
@@ -251,7 +251,7 @@ export async function restartDelivery(db: Kysely<DB>, accountId: string, id: str
 }
 
 
-/** Filters of the deliveries listing (CONTRACT 13). */
+/** Filters of the deliveries listing. */
 export interface DeliveryFilters {
   endpointId?: string | undefined;
   status?: DeliveryStatus | undefined;

@@ -85,7 +85,7 @@ export async function listDeliveries(db: Kysely<DB>, accountId: string, filters:
 }
 
 /**
- * One delivery with its attempt log (CONTRACT 13).
+ * One delivery with its attempt log.
  * @throws AppError 404 unknown delivery (or another account's).
  */
 export async function getDelivery(db: Kysely<DB>, accountId: string, id: string): Promise<Delivery & { attemptLog: AttemptLogEntry[] }> {

@@ -11,7 +11,7 @@ export interface Endpoint {
   events: string[];
   description: string;
   enabled: boolean;
-  /** 'failing' when the service disabled it (CONTRACT 13); null otherwise, a manual pause included. */
+  /** 'failing' when the service disabled it; null otherwise, a manual pause included. */
   disabledReason: 'failing' | null;
   disabledAt: string | null;
   createdAt: string;
@@ -91,7 +91,7 @@ export async function deleteEndpointRow(db: Kysely<DB>, accountId: string, id: s
   return result.numDeletedRows > 0n;
 }
 
-/** Spec 6.4 rule 4: who receives what. */
+/** Who receives what. */
 export function subscribes(events: readonly string[], type: string): boolean {
   return events.includes('*') || events.includes(type);
 }
@@ -132,7 +132,7 @@ export async function lockEndpoints(db: Kysely<DB>, ids: readonly string[]): Pro
 }
 
 /**
- * The failing clock (CONTRACT 13, auto-disable): a success stops it (and
+ * The failing clock (auto-disable): a success stops it (and
  * restarts it at `firstFailureAfter`, a failure later in the same batch),
  * failures start it unless it runs already.
  */

@@ -117,7 +117,7 @@ export async function updateEndpoint(deps: Deps, accountId: string, id: string, 
     ...(changes.url !== undefined ? { url: validUrl(deps, changes.url) } : {}),
     ...(changes.events !== undefined ? { events: JSON.stringify(validEvents(changes.events)) } : {}),
     ...(changes.description !== undefined ? { description: changes.description } : {}),
-    // Enabling or pausing by hand clears an auto-disable's reason and restarts the failing clock (CONTRACT 13).
+    // Enabling or pausing by hand clears an auto-disable's reason and restarts the failing clock.
     ...(changes.enabled !== undefined ? { enabled: changes.enabled ? 1 : 0, disabled_reason: null, disabled_at: null, failing_since: null, warned_at: null } : {}),
     updated_at: deps.clock.now(),
   };

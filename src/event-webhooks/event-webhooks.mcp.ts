@@ -22,7 +22,7 @@ const WindowInput = z.strictObject({
 
 const EndpointId = z.strictObject({ id: z.string().min(1).max(100).describe('Endpoint id (ep_…)') });
 
-/** Spec 4.3: the platform MCP tools for event webhooks, each the HTTP operation with the same JSON. */
+/** The platform MCP tools for event webhooks, each the HTTP operation with the same JSON. */
 export const eventWebhookTools = (testSending: TestSending): PlatformToolRegistrar => (server, { deps, accountId }) => {
   const logger = deps.logger;
 

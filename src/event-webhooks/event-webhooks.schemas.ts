@@ -90,7 +90,7 @@ export const DeliveryWithLogSchema = Type.Object({ ...DeliverySchema.properties,
 
 export const EventSchema = Type.Object(
   { id: Type.String(), type: Type.String(), createdAt: Timestamp, data: Type.Object({}, { additionalProperties: true }) },
-  { description: 'The envelope exactly as delivered (spec 2.2)' },
+  { description: 'The envelope exactly as delivered' },
 );
 
 export const EventsQuery = Type.Object(

@@ -10,7 +10,7 @@ export interface EventEndpointsTable {
   secret: string;
   created_at: number;
   updated_at: number;
-  /** 'failing' when auto-disabled (CONTRACT 13); null while enabled or paused by hand. */
+  /** 'failing' when auto-disabled; null while enabled or paused by hand. */
   disabled_reason: string | null;
   disabled_at: number | null;
   /** The first failed attempt since the last success; null while it succeeds. */

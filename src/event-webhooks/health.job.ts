@@ -12,7 +12,7 @@ import { endpointDisabledMail, endpointFailingMail, type FailingEndpoint } from 
 import { disableFailing, findEndpointById, findFailingEndpoints, markWarned } from './endpoints.repository.ts';
 
 /**
- * Auto-disable (CONTRACT 13). The delivery job keeps each endpoint's failing
+ * Auto-disable. The delivery job keeps each endpoint's failing
  * clock (`failing_since`: the first failure since the last success). This
  * recurring job looks at the endpoints whose clock runs, at least once a
  * minute (or a fifth of WEBHOOK_DISABLE_AFTER, if shorter):

@@ -8,7 +8,7 @@ import { getDelivery } from './deliveries.service.ts';
 import { CountSchema, DeliveryWithLogSchema, EventSchema, EventsQuery, WindowBody } from './event-webhooks.schemas.ts';
 import { getEvent, recoverFailed, replayMissing } from './recovery.service.ts';
 
-/** CONTRACT 13: event history, the attempt log, recover and replay. */
+/** Event history, the attempt log, recover and replay. */
 export const historyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { deps } = app;
 

@@ -38,7 +38,7 @@ async function endpointOf(deps: Deps, accountId: string, endpointId: string) {
 }
 
 /**
- * CONTRACT 13 `recover`: every failed delivery of the endpoint created in the
+ * `recover`: every failed delivery of the endpoint created in the
  * window starts a new attempt series. Claimed here in short transactions
  * (failed → pending), sent by the feeder job through the endpoint's lane.
  * @throws AppError 400 bad window, 404 unknown endpoint.
@@ -63,7 +63,7 @@ export async function recoverFailed(deps: Deps, accountId: string, endpointId: s
 }
 
 /**
- * CONTRACT 13 `replay`: every event of the window that the endpoint's filter
+ * `replay`: every event of the window that the endpoint's filter
  * matches and that has no delivery to it gets one. The unique (event,
  * endpoint) index decides between concurrent replays: each delivery is
  * added once, and counted by the call that added it.

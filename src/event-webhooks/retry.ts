@@ -8,7 +8,7 @@ import type { WebhookConfig } from '../config.ts';
  * unreachable target (sender.ts decides). After the n-th failed attempt of a
  * series (n from 1) the next one is due `retryDelay(n)` later: by default
  * 30 s, 1, 2, 4, 8, 16 and 32 minutes, and after the 8th failure the delivery
- * is `failed` (CONTRACT 11; WEBHOOK_RETRY_DELAYS and WEBHOOK_MAX_ATTEMPTS
+ * is `failed` (WEBHOOK_RETRY_DELAYS and WEBHOOK_MAX_ATTEMPTS
  * change it). Every path that schedules an attempt goes through this one
  * function (the jobs runner applies it: src/jobs/runner.ts, `settle`):
  *

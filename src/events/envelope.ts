@@ -10,7 +10,7 @@ export interface NewEvent {
   data: Record<string, unknown>;
 }
 
-/** Spec 2.2: what is delivered. */
+/** What is delivered. */
 export interface EventEnvelope {
   id: string;
   type: string;
@@ -27,7 +27,7 @@ export function eventRow(accountId: string, envelope: EventEnvelope, now: number
   return { id: envelope.id, account_id: accountId, type: envelope.type, payload: JSON.stringify(envelope), machine_id: machineIdOf(envelope.data), created_at: now };
 }
 
-/** `data.machine.id`: machine events and run events carry the machine (spec 2.3, 2.4). */
+/** `data.machine.id`: machine events and run events carry the machine. */
 function machineIdOf(data: Record<string, unknown>): string | null {
   const machine = data['machine'];
   if (typeof machine !== 'object' || machine === null) return null;

@@ -1,4 +1,4 @@
-/** Spec 6.1: every event type an endpoint can subscribe to. */
+/** Every event type an endpoint can subscribe to. */
 export const EVENT_TYPES = {
   'machine.created': 'A machine was created and booted',
   'machine.started': 'A stopped machine was turned on',

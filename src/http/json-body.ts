@@ -42,7 +42,7 @@ export function parseJsonBody(text: string): unknown {
 /** A `charset` parameter naming anything but UTF-8 (RFC 8259: JSON between systems is UTF-8). */
 const OTHER_CHARSET = /;\s*charset\s*=\s*(?!"?utf-8"?\s*(?:;|$))/i;
 
-/** JSON routes take only application/json (CONTRACT 3): Fastify's text/plain parser goes, and JSON gets ours. */
+/** JSON routes take only application/json: Fastify's text/plain parser goes, and JSON gets ours. */
 export function registerJsonBodies(app: FastifyInstance): void {
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request: FastifyRequest, body: string | Buffer, done) => {

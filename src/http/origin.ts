@@ -9,7 +9,7 @@ export interface OriginHeaders {
 }
 
 /**
- * The origin rule for requests that carry the session cookie (CONTRACT 4):
+ * The origin rule for requests that carry the session cookie:
  * refused when the browser says the request is cross-site or same-site but
  * another origin, when Origin names another origin, or when an unsafe method
  * arrives with neither header (a client that hides where it comes from).
@@ -39,7 +39,7 @@ export function isForeignOrigin(origin: string | undefined, ownOrigin: string): 
  * An onRequest hook, registered before authentication: the MCP specification
  * requires a server to refuse a request whose Origin is present and not its
  * own (a web page of another origin, or DNS rebinding), whatever the credential
- * (CONTRACT 14). It applies to the routes that declare `config.mcpTransport`.
+ *. It applies to the routes that declare `config.mcpTransport`.
  * @throws AppError 403 cross_site.
  */
 export function refuseForeignOriginOnMcp(ownOrigin: string) {

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { MINUTE } from '../shared/clock.ts';
 import { AppError } from './errors.ts';
 
-/** CONTRACT 17: how long a sign-in or a reauthentication counts as recent. */
+/** How long a sign-in or a reauthentication counts as recent. */
 export const RECENT_AUTHENTICATION_MS = 10 * MINUTE;
 
 export const reauthenticationRequired = () =>

@@ -6,7 +6,7 @@ import { machineIdleJob } from './job-types.ts';
 import { recordActivity, type MachineRow } from './machines.repository.ts';
 
 /**
- * What keeps a machine awake (idle stop, CONTRACT 20), in one place.
+ * What keeps a machine awake (idle stop), in one place.
  *
  * A machine is active while someone uses it, through the service, and while
  * a run of it is unfinished. Counted as activity:
@@ -44,7 +44,7 @@ import { recordActivity, type MachineRow } from './machines.repository.ts';
 /** How often one process writes one machine's activity at most. */
 export const ACTIVITY_WRITE_MS = 10 * SECOND;
 
-/** CONTRACT 20: `autoStopMinutes` bounds and default. */
+/** `autoStopMinutes` bounds and default. */
 export const AUTO_STOP_MINUTES = { min: 0, max: 10_080, default: 15 } as const;
 
 /** Routes (as Fastify names them) whose successful answers count as activity, by method; `*`: any method. */
@@ -75,6 +75,8 @@ export interface MachineActivity {
   /** Writes what is pending, and waits for writes under way (at shutdown). */
   flush(): Promise<void>;
 }
+
+const WRITTEN: Promise<void> = Promise.resolve();
 
 interface Window {
   /** The latest touch not yet written; null when none came since the last write. */
@@ -107,20 +109,22 @@ export function createMachineActivity(deps: Pick<Deps, 'db' | 'clock' | 'logger'
     void write(machineId, window.latest);
   };
 
-  const touch = async (machineId: string) => {
+  // A plain function, not an async one: a stream calls it for every chunk, and within a window it only notes the time.
+  /** Notes a use now: the write it starts when it opens a window, or null within one. */
+  const record = (machineId: string): Promise<void> | null => {
     const now = deps.clock.now();
     const window = windows.get(machineId);
     if (window !== undefined) {
       window.latest = now;
-      return;
+      return null;
     }
     open(machineId);
-    await write(machineId, now);
+    return write(machineId, now);
   };
 
   return {
-    touch,
-    traffic: (machineId) => () => void touch(machineId),
+    touch: (machineId) => record(machineId) ?? WRITTEN,
+    traffic: (machineId) => () => void record(machineId),
     async flush() {
       const pending = [...windows].filter(([, window]) => window.latest !== null);
       for (const [, window] of windows) window.timer.clear();

@@ -12,10 +12,10 @@ import { insertMachine, toMachineView, toProviderMachine, type MachineRow } from
 import { MACHINE_LIMITS } from './machines.schemas.ts';
 import { getMachineRow } from './machines.service.ts';
 import { checkName } from './names.ts';
-import type { MachineProvider } from './provider.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 import { requireCopyable, templatesOf } from './templates.service.ts';
 
-/** CONTRACT 20: machines one fork makes. */
+/** Machines one fork makes. */
 export const FORK_LIMITS = { min: 1, max: 10 } as const;
 
 /** `name` for one copy, `name-1`…`name-N` for several; the source's name and `-fork` when none is given. Cut to fit the name's limit. */

@@ -6,14 +6,10 @@ import { MINUTE, SECOND } from '../shared/clock.ts';
 export const machineCheckJob = jobType<{ machineId: string }>('machine.check');
 /** `machine.expired` at `expiresAt`, then the stop or destroy it asks for. */
 export const machineExpireJob = jobType<{ machineId: string }>('machine.expire');
-/** Idle stop (CONTRACT 20): due when a running machine would have had no activity for its autoStopMinutes. */
+/** Idle stop: due when a running machine would have had no activity for its autoStopMinutes. */
 export const machineIdleJob = jobType<{ machineId: string }>('machine.idle-stop');
 /** Brings a pool back to its count of warm machines. */
 export const poolRefillJob = jobType<{ poolId: string }>('pool.refill');
-/** A schedule's next tick. */
-export const scheduleTickJob = jobType<{ scheduleId: string }>('schedule.tick');
-/** Executes a pending run (once its machine runs), or fails one whose executing process died. */
-export const runExecuteJob = jobType<{ runId: string }>('run.execute');
 
 /**
  * A host failing for one machine, schedule or pool is asked again soon, but

@@ -11,7 +11,7 @@ import {
   type StopReason,
 } from './machine-transitions.ts';
 import { findMachineById, toProviderMachine, updateMachineIf, type MachineRow } from './machines.repository.ts';
-import type { MachineProvider } from './provider.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 
 /**
  * The machine changes that need the host, each in the same order: record the

@@ -4,17 +4,17 @@ import { emitEvent } from '../event-webhooks/outbox.ts';
 import type { Deps } from '../deps.ts';
 import { parseLabels, type MachineRow } from './machines.repository.ts';
 
-/** Spec 2.3: the machine summary inside `machine.*` events. */
+/** The machine summary inside `machine.*` events. */
 export function machineSummary(row: MachineRow) {
   return { id: row.id, name: row.name, status: row.status, size: row.size, externalId: row.external_id, labels: parseLabels(row.labels) };
 }
 
-/** Spec 2.3, last line: in `run.*` events the machine carries only these four fields. */
+/** In `run.*` events the machine carries only these four fields. */
 export function runMachineSummary(row: MachineRow) {
   return { id: row.id, name: row.name, externalId: row.external_id, labels: parseLabels(row.labels) };
 }
 
-/** Spec 6.2: `data` holds `machine` (as it is now) and `detail`. */
+/** `data` holds `machine` (as it is now) and `detail`. */
 export async function emitMachineEvent(
   deps: Deps,
   tx: Tx,

@@ -6,9 +6,9 @@ import { MACHINE_LIMITS } from './machines.schemas.ts';
 import type { MachineView } from './machines.repository.ts';
 import type { OnExpire } from './machines.tables.ts';
 import { checkName } from './names.ts';
-import type { ScreenSize } from './screen-size.ts';
-import type { MachineProvider } from './provider.ts';
-import { checkNetworkPolicy, type NetworkPolicy } from './network-policy.ts';
+import type { ScreenSize } from '../providers/screen-size.ts';
+import type { MachineProvider } from '../providers/provider.ts';
+import { checkNetworkPolicy, type NetworkPolicy } from '../providers/network-policy.ts';
 
 export interface NewMachine {
   name: string;
@@ -19,7 +19,7 @@ export interface NewMachine {
   onExpire?: OnExpire | undefined;
   /** A pool's name or id: take a warm machine from it. */
   pool?: string | undefined;
-  /** The display's size (CONTRACT 16). */
+  /** The display's size. */
   screen?: ScreenSize | undefined;
   /** Environment of every command, process and terminal of the machine. */
   env?: Record<string, string> | undefined;
@@ -27,7 +27,7 @@ export interface NewMachine {
   image?: string | undefined;
   /** Idle stop: minutes without activity before the machine is stopped; 0: never (default 15). */
   autoStopMinutes?: number | undefined;
-  /** Its way out (CONTRACT 20). */
+  /** Its way out. */
   network?: { internet: boolean; allow?: string[] | undefined; deny?: string[] | undefined } | undefined;
   /** A template (id or name) to start from: its files, image and environment. */
   template?: string | undefined;
@@ -79,7 +79,7 @@ export function checkMachineFields(provider: MachineProvider, input: NewMachine,
 }
 
 /**
- * CONTRACT 20's bounds, for callers that come without the HTTP schema (MCP).
+ * The idle stop's bounds, for callers that come without the HTTP schema (MCP).
  * @throws AppError 400 for anything but a whole number of minutes from 0 to 10,080.
  */
 export function checkAutoStopMinutes(minutes: number): number {

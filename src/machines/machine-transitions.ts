@@ -2,12 +2,8 @@ import type { Updateable } from 'kysely';
 import { meterTransition } from '../billing/metering.ts';
 import type { Tx } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
-import { failPendingRuns } from './run-events.ts';
-import { deleteTriggersOfMachine } from './triggers.repository.ts';
-import { machineCheckJob, machineExpireJob, poolRefillJob, runExecuteJob } from './job-types.ts';
-import { pendingRunsOf } from './runs.repository.ts';
+import { machineCheckJob, machineExpireJob, poolRefillJob } from './job-types.ts';
 import { toIso } from '../shared/clock.ts';
-import { deleteLiveViewsOfMachine } from './live-views.repository.ts';
 import { emitMachineEvent } from './machine-events.ts';
 import { updateMachineIf, type IdleGuard, type MachineRow } from './machines.repository.ts';
 import { scheduleIdleCheck } from './activity.ts';
@@ -22,7 +18,7 @@ import type { MachinesTable } from './machines.tables.ts';
  * caller's job.
  */
 
-/** Spec 6.1: `data.detail.reason` of `machine.stopped`. */
+/** `data.detail.reason` of `machine.stopped`. */
 export type StopReason = 'requested' | 'expired' | 'balance-empty' | 'platform' | 'idle' | `after schedule ${string}` | `after webhook ${string}`;
 
 /** `data.detail.reason` of `machine.destroyed`. */
@@ -90,6 +86,10 @@ export async function markStopping(deps: Deps, tx: Tx, row: MachineRow, pending:
   return updated;
 }
 
+async function wentDown(deps: Deps, tx: Tx, machine: MachineRow, cause: string): Promise<void> {
+  for (const follower of deps.machineFollowers) await follower.down?.(deps, tx, machine, cause);
+}
+
 /** A finished boot: `machine.created` the first time, `machine.started` after that; the runs waiting for it go. */
 export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
   const now = deps.clock.now();
@@ -98,12 +98,11 @@ export async function markRunning(deps: Deps, tx: Tx, row: MachineRow, checkAt: 
   await scheduleCheck(deps, tx, row.id, checkAt);
   await scheduleIdleCheck(deps, tx, updated);
   await emitMachineEvent(deps, tx, row.booted_at === null ? 'machine.created' : 'machine.started', updated);
-  const waiting = await pendingRunsOf(tx.db, row.id);
-  await deps.jobs.enqueue(tx, runExecuteJob, waiting.map((run) => ({ payload: { runId: run.id } })));
+  for (const follower of deps.machineFollowers) await follower.running?.(deps, tx, updated);
   return updated;
 }
 
-/** Frozen with its memory and processes (CONTRACT 20): `machine.paused`; still checked, so a machine that ends while paused is seen. */
+/** Frozen with its memory and processes: `machine.paused`; still checked, so a machine that ends while paused is seen. */
 export async function markPaused(deps: Deps, tx: Tx, row: MachineRow, checkAt: number | null): Promise<MachineRow | null> {
   const updated = await change(deps, tx, row, { status: 'paused', status_changed_at: deps.clock.now() });
   if (updated === null) return null;
@@ -128,7 +127,7 @@ export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: Err
   await scheduleCheck(deps, tx, row.id, null);
   await refillPoolOf(deps, tx, row);
   await emitMachineEvent(deps, tx, 'machine.error', updated, { reason, message });
-  await failPendingRuns(deps, tx, updated, `The machine failed (${reason}) before the run could start.`);
+  await wentDown(deps, tx, updated, `The machine failed (${reason})`);
   return updated;
 }
 
@@ -138,7 +137,7 @@ export async function markStopped(deps: Deps, tx: Tx, row: MachineRow, reason: S
   await scheduleCheck(deps, tx, row.id, null);
   await refillPoolOf(deps, tx, row);
   await emitMachineEvent(deps, tx, 'machine.stopped', updated, { reason });
-  await failPendingRuns(deps, tx, updated, `The machine stopped (${reason}) before the run could start.`);
+  await wentDown(deps, tx, updated, `The machine stopped (${reason})`);
   return updated;
 }
 
@@ -156,9 +155,8 @@ export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason:
   await deps.jobs.cancel(tx, machineExpireJob, row.id);
   await refillPoolOf(deps, tx, row);
   await emitMachineEvent(deps, tx, 'machine.destroyed', updated, { reason });
-  await failPendingRuns(deps, tx, updated, 'The machine was destroyed before the run could start.');
-  await deleteTriggersOfMachine(tx.db, row.id);
-  await deleteLiveViewsOfMachine(tx.db, row.id);
+  await wentDown(deps, tx, updated, 'The machine was destroyed');
+  for (const follower of deps.machineFollowers) await follower.destroyed?.(deps, tx, updated);
   return updated;
 }
 

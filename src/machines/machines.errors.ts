@@ -41,7 +41,7 @@ export const unknownSize = (sizes: readonly string[]) => invalidRequest(`size mu
 export const notSupported = (what: string, provider: string) =>
   new AppError(409, 'not_supported', `The ${provider} machine provider offers no ${what}; run the service with MACHINE_PROVIDER=docker for real machines.`);
 
-/** CONTRACT 16: the screen tools of a machine without a display. */
+/** The screen tools of a machine without a display. */
 export const noDisplay = () =>
   new AppError(409, 'no_display', 'This machine has no display: its image has none, or its provider draws no screen. The default image (npm run machine-image) has one.');
 

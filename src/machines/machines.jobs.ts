@@ -1,20 +1,16 @@
 import { balanceEmptyStopJob, balanceIsEmpty } from '../billing/enforcement.ts';
 import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
-import type { Job, JobKind, Outcome } from '../jobs/job-kind.ts';
+import type { JobKind, Outcome } from '../jobs/job-kind.ts';
 import { MINUTE, SECOND } from '../shared/clock.ts';
 import { idleDeadline } from './activity.ts';
-import { hostRetryDelay, machineCheckJob, machineExpireJob, machineIdleJob, poolRefillJob, runExecuteJob, scheduleTickJob } from './job-types.ts';
+import { hostRetryDelay, machineCheckJob, machineExpireJob, machineIdleJob, poolRefillJob } from './job-types.ts';
 import { finishPending, stopOrDestroy } from './machine-actions.ts';
 import { markError, markExpired, markPaused, markResumed, markRunning, markStopped, markStopping } from './machine-transitions.ts';
 import { activeMachinesOf, findMachineById, hasUnfinishedRun, toProviderMachine, type MachineRow } from './machines.repository.ts';
 import { destroyMarked, refillPool } from './pools.service.ts';
-import type { MachineProvider } from './provider.ts';
-import { executeRun } from './runs.service.ts';
-import { fireSchedule } from './schedules.service.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 
-/** Runs executing at once in one process: a slow command holds one slot, never a request or another job. */
-export const RUN_CONCURRENCY = 8;
 /** Host calls for machines and pools at once in one process. */
 const HOST_CONCURRENCY = 16;
 /** How long an expiry waits for a stop or destroy under way to finish first. */
@@ -113,7 +109,7 @@ async function stopForEmptyBalance(deps: Deps, provider: MachineProvider, accoun
 const BUSY_RECHECK_MS = 5 * MINUTE;
 
 /**
- * Idle stop (CONTRACT 20): a running machine with no activity (activity.ts)
+ * Idle stop: a running machine with no activity (activity.ts)
  * for its `autoStopMinutes` is stopped through the usual stop path
  * (`machine.stopped`, reason `idle`). Due at the deadline its row said when it
  * was scheduled; activity since moves the deadline, and the job follows it
@@ -152,7 +148,7 @@ async function refillPoolJob(deps: Deps, provider: MachineProvider, poolId: stri
   return DONE;
 }
 
-function hostKind<Payload>(type: JobKind<Payload>['type'], perform: (payload: Payload) => Promise<Outcome>): JobKind<Payload> {
+export function hostKind<Payload>(type: JobKind<Payload>['type'], perform: (payload: Payload) => Promise<Outcome>): JobKind<Payload> {
   return { type, concurrency: HOST_CONCURRENCY, retryDelay: hostRetryDelay, perform: (job) => perform(job.payload) };
 }
 
@@ -164,16 +160,5 @@ export function machineJobKinds(deps: Deps, provider: MachineProvider) {
     hostKind(machineIdleJob, ({ machineId }) => stopIfIdle(deps, provider, machineId)),
     hostKind(balanceEmptyStopJob, ({ accountId }) => stopForEmptyBalance(deps, provider, accountId)),
     hostKind(poolRefillJob, ({ poolId }) => refillPoolJob(deps, provider, poolId)),
-    hostKind(scheduleTickJob, ({ scheduleId }) => fireSchedule(deps, provider, scheduleId)),
-    {
-      type: runExecuteJob,
-      concurrency: RUN_CONCURRENCY,
-      retryDelay: hostRetryDelay,
-      async perform(job: Job<{ runId: string }>, signal: AbortSignal): Promise<Outcome> {
-        const execution = await executeRun(deps, provider, job.payload.runId, signal, job.attempts);
-        // Let go mid-run: back to the queue at once, for any process to wait for its outcome.
-        return execution === 'released' ? { status: 'release' } : DONE;
-      },
-    } satisfies JobKind<{ runId: string }>,
   ];
 }

@@ -1,43 +1,25 @@
-import websocket from '@fastify/websocket';
 import fp from 'fastify-plugin';
-import { idBoundAt } from '../shared/ids.ts';
-import { deleteFinishedRuns, finishedRunIdsBefore } from './runs.repository.ts';
 import type { FastifyBaseLogger } from 'fastify';
 import type { MachinesConfig } from '../config.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Sealer } from '../shared/sealing.ts';
-import { DEFAULT_TOOL_WAIT, type ToolWaitOptions } from '../mcp/tools.ts';
+import type { MachineProvider } from '../providers/provider.ts';
+import { createSimulatedProvider } from '../providers/simulated.provider.ts';
 import { machineCheckJob } from './job-types.ts';
 import { createMachineActivity, recordRequestActivity, type MachineActivity } from './activity.ts';
 import { findMachineById } from './machines.repository.ts';
-import { deleteExpiredReceipts } from './inbound-webhooks.repository.ts';
-import { inboundWebhooksRoutes } from './inbound-webhooks.routes.ts';
-import { deleteExpiredLiveViews } from './live-views.repository.ts';
-import { liveViewRoutes } from './live-view.routes.ts';
-import { machineAccessRoutes } from './machine-access.routes.ts';
-import { machineMetricsRoutes } from './machine-metrics.routes.ts';
-import { machineMcpRoutes } from './machine-mcp.routes.ts';
 import { authenticateMachineToken } from './machine-tokens.ts';
 import { machineJobKinds } from './machines.jobs.ts';
-import { machinePlatformTools } from './machines.mcp.ts';
 import { machinesRoutes } from './machines.routes.ts';
 import { poolsRoutes } from './pools.routes.ts';
-import type { MachineProvider } from './provider.ts';
-import { runsRoutes } from './runs.routes.ts';
-import { schedulesRoutes } from './schedules.routes.ts';
 import { templatesRoutes } from './templates.routes.ts';
-import { terminalRoutes } from './terminal.routes.ts';
-import { createSimulatedProvider } from './simulated.provider.ts';
-import { previewPlatformTools, registerPreviewTools } from './previews/preview-tools.ts';
-import { previewsRoutes } from './previews/previews.routes.ts';
-import { createPreviews } from './previews/previews.service.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
     machineProvider: MachineProvider;
-    /** Records what keeps machines awake (activity.ts). */
+    /** Records what keeps machines awake (activity.ts); absent where the role serves no API. */
     machineActivity: MachineActivity;
   }
 }
@@ -48,7 +30,7 @@ async function createProvider(config: Readonly<MachinesConfig>, clock: Clock, lo
       return createSimulatedProvider({ bootMs: config.bootMs, clock, sizes: Object.keys(config.sizes) });
     case 'docker': {
       // Loaded only where machines are Docker's: dockerode and its dependencies weigh some 30 MB of memory.
-      const { createDockerProvider } = await import('./docker/docker.provider.ts');
+      const { createDockerProvider } = await import('../providers/docker/docker.provider.ts');
       return createDockerProvider(config, logger, secrets);
     }
   }
@@ -62,16 +44,16 @@ async function checkNow(deps: Deps, machineId: string): Promise<void> {
 }
 
 /**
- * Machines, pools, runs, schedules, inbound webhooks, live views and machine
- * tokens. Routes where the role serves the API; their background work
- * (checks, expiry, refills, ticks, runs) is jobs, run by whichever process
+ * Machines' lifecycle: the provider (the host), machines, pools, templates
+ * and machine tokens. Routes where the role serves the API; background work
+ * (checks, expiry, idle stops, refills) is jobs, run by whichever process
  * takes them. All state is in the database, so any number of processes can
- * share it and a restart loses nothing.
+ * share it and a restart loses nothing. runs.plugin.ts and
+ * machine-access.plugin.ts build on what this one decorates.
  */
-export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions>; terminalGraceMs?: number }>(
-  async (app, options) => {
+export const machinesPlugin = fp(
+  async (app) => {
     const { deps } = app;
-    const toolWait = Object.freeze({ ...DEFAULT_TOOL_WAIT, ...options.toolWait });
     const provider = await createProvider(deps.config.machines, deps.clock, deps.logger, deps.secrets);
     await provider.start?.();
     app.decorate('machineProvider', provider);
@@ -83,35 +65,16 @@ export const machinesPlugin = fp<{ toolWait?: Partial<ToolWaitOptions>; terminal
     }
     app.credentials.bearer('tmm_', authenticateMachineToken);
     for (const kind of machineJobKinds(deps, provider)) app.jobs.register(kind);
-    app.maintenance.add('expired live views', (now) => deleteExpiredLiveViews(deps.db, now));
-    app.maintenance.add('expired inbound-webhook receipts', (now) => deleteExpiredReceipts(deps.db, now));
-    app.retention.addKeyed('runs', ({ cutoff }, after, limit) => finishedRunIdsBefore(deps.db, idBoundAt('run', cutoff), after, limit), (_context, ids) => deleteFinishedRuns(deps.db, ids));
 
     if (deps.config.role === 'worker') return;
     const activity = createMachineActivity(deps);
     app.decorate('machineActivity', activity);
     app.addHook('onClose', () => activity.flush());
-    // Before the routes: the hook applies to the routes registered after it.
+    // Before the routes, here and in the rooms registered after this one: the hook applies to the routes registered after it.
     recordRequestActivity(app, activity);
     await app.register(machinesRoutes);
     await app.register(poolsRoutes);
     await app.register(templatesRoutes);
-    await app.register(runsRoutes);
-    await app.register(schedulesRoutes);
-    await app.register(inboundWebhooksRoutes);
-    // WebSockets: live views' streams, control of a screen, terminals.
-    await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
-    await app.register(liveViewRoutes);
-    await app.register(terminalRoutes, options.terminalGraceMs !== undefined ? { graceMs: options.terminalGraceMs } : {});
-    await app.register(machineAccessRoutes);
-    await app.register(machineMetricsRoutes);
-    const previews = createPreviews(deps, activity);
-    await app.register(previewsRoutes, { previews });
-    // A provider that reaches no port inside machines (the simulated one) serves no previews: no tools to offer them.
-    const servesPreviews = provider.connectPort !== undefined;
-    await app.register(machineMcpRoutes, { toolWait, moreTools: servesPreviews ? [(server, context) => registerPreviewTools(server, context, previews)] : [] });
-    app.platformMcpTools.push(machinePlatformTools(provider, toolWait));
-    if (servesPreviews) app.platformMcpTools.push(previewPlatformTools(previews));
   },
-  { name: 'machines', dependencies: ['core', 'auth', 'jobs', 'mcp', 'maintenance'] },
+  { name: 'machines', dependencies: ['core', 'auth', 'jobs', 'maintenance'] },
 );

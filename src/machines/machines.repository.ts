@@ -2,9 +2,9 @@ import { sql, type Kysely, type Updateable } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { toIso, toIsoOrNull } from '../shared/clock.ts';
 import type { MachinesTable, MachineStatus } from './machines.tables.ts';
-import type { ProviderMachine } from './provider.ts';
-import type { NetworkPolicy } from './network-policy.ts';
-import { DEFAULT_SCREEN, type ScreenSize } from './screen-size.ts';
+import type { ProviderMachine } from '../providers/provider.ts';
+import type { NetworkPolicy } from '../providers/network-policy.ts';
+import { DEFAULT_SCREEN, type ScreenSize } from '../providers/screen-size.ts';
 
 export type MachineRow = MachinesTable;
 
@@ -13,7 +13,7 @@ export function parseLabels(json: string): Record<string, string> {
   return JSON.parse(json) as Record<string, string>;
 }
 
-/** The machine record of the HTTP API (CONTRACT 7). */
+/** The machine record of the HTTP API. */
 export interface MachineView {
   id: string;
   name: string;

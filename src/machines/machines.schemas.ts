@@ -1,10 +1,10 @@
-import { DEFAULT_SCREEN, SCREEN_LIMITS } from './screen-size.ts';
+import { DEFAULT_SCREEN, SCREEN_LIMITS } from '../providers/screen-size.ts';
 import { Type } from 'typebox';
 import { ListQuerySchema } from '../http/pagination.ts';
 import { NullableTimestamp, Timestamp } from '../http/schemas.ts';
 import { MACHINE_STATUSES } from './machines.tables.ts';
 import { AUTO_STOP_MINUTES } from './activity.ts';
-import { NetworkPolicySchema } from './network-policy.ts';
+import { NetworkPolicySchema } from '../providers/network-policy.ts';
 
 const strict = { additionalProperties: false } as const;
 
@@ -58,7 +58,7 @@ export const OnExpireSchema = Type.Union([Type.Literal('stop'), Type.Literal('de
 
 export const MachineName = Type.String({ minLength: 1, maxLength: MACHINE_LIMITS.name, description: 'One line, no control characters' });
 
-/** CONTRACT 16: the display of machines whose image has one. */
+/** The display of machines whose image has one. */
 export const ScreenSizeSchema = Type.Object(
   {
     width: Type.Integer({ minimum: SCREEN_LIMITS.min.width, maximum: SCREEN_LIMITS.max.width }),
@@ -67,7 +67,7 @@ export const ScreenSizeSchema = Type.Object(
   { ...strict, description: `The display's size in pixels (default ${DEFAULT_SCREEN.width}×${DEFAULT_SCREEN.height})` },
 );
 
-/** CONTRACT 20: idle stop. */
+/** Idle stop. */
 export const AutoStopMinutesSchema = Type.Integer({
   minimum: AUTO_STOP_MINUTES.min,
   maximum: AUTO_STOP_MINUTES.max,

@@ -23,7 +23,7 @@ import { scheduleIdleCheck } from './activity.ts';
 import { checkAutoStopMinutes, checkMachineFields, type MachineWithToken, type NewMachine } from './machine-fields.ts';
 import { markStarting, scheduleCheck, scheduleExpiry } from './machine-transitions.ts';
 import { claimFromPool } from './pools.service.ts';
-import type { MachineProvider } from './provider.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 import { envFromTemplate, templateByRef } from './template-source.ts';
 
 /**

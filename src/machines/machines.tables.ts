@@ -1,7 +1,7 @@
-/** CONTRACT 7's states (and 20's `paused`), in the order a machine meets them: the one list the HTTP and MCP schemas derive from. */
-export const MACHINE_STATUSES = ['starting', 'running', 'paused', 'stopping', 'stopped', 'error', 'destroyed'] as const;
+import type { MachineStatus } from '../providers/provider.ts';
 
-export type MachineStatus = (typeof MACHINE_STATUSES)[number];
+// A machine's states are the provider seam's too (a host reports them): defined there, the lowest room.
+export { MACHINE_STATUSES, type MachineStatus } from '../providers/provider.ts';
 
 /** What a `stopping` machine is on its way to; recorded before the host is asked. */
 export type PendingAction = 'stop' | 'destroy';
@@ -45,7 +45,7 @@ export interface MachinesTable {
   network: string | null;
   /** The name of its image among the operator's (MACHINE_IMAGES); `default`: MACHINE_IMAGE. */
   image: string;
-  /** Idle stop (CONTRACT 20): stopped after this many minutes without activity; 0: never. */
+  /** Idle stop: stopped after this many minutes without activity; 0: never. */
   auto_stop_minutes: number;
   /** The last activity recorded (activity.ts says what counts), written at most every few seconds; null: none yet. */
   last_active_at: number | null;

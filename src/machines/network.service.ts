@@ -4,14 +4,14 @@ import { changedMeanwhile, wrongStatus } from './machines.errors.ts';
 import { toMachineView, toProviderMachine, updateMachineIf, type MachineView } from './machines.repository.ts';
 import { getMachineRow, updateMachine, type MachineChanges } from './machines.service.ts';
 import { checkAutoStopMinutes } from './machine-fields.ts';
-import { checkNetworkPolicy } from './network-policy.ts';
-import type { MachineProvider } from './provider.ts';
+import { checkNetworkPolicy } from '../providers/network-policy.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 
 /** Statuses in which a machine's host may hold rules for it: a change is applied there at once. */
 const LIVE = new Set(['starting', 'running', 'paused']);
 
 /**
- * Sets a machine's network policy (CONTRACT 20): saved, then applied to the
+ * Sets a machine's network policy: saved, then applied to the
  * machine where it runs, without a restart (the provider's `setNetwork`); a
  * stopped machine gets it at its next start. The host failing to apply it
  * puts the previous policy back: the answer then says nothing changed.

@@ -6,10 +6,10 @@ import { changedMeanwhile, hostFailedToFreeze, invalidState, notSupported, wrong
 import { findMachineById, toMachineView, toProviderMachine, type MachineRow, type MachineView } from './machines.repository.ts';
 import { getMachineRow } from './machines.service.ts';
 import { markPaused, markResumed } from './machine-transitions.ts';
-import type { MachineProvider } from './provider.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 
 /**
- * Pause and resume (CONTRACT 20). Unlike a stop, the host is asked first and
+ * Pause and resume. Unlike a stop, the host is asked first and
  * the change recorded after: a pause the host refused changes nothing (the
  * machine still runs, and is billed as running), and both calls are
  * idempotent, so a request that loses its compare-and-set to another change

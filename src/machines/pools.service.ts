@@ -35,7 +35,7 @@ import {
   type PoolRow,
   type PoolView,
 } from './pools.repository.ts';
-import type { MachineProvider } from './provider.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 import { envFromTemplate, templateByRef } from './template-source.ts';
 import { findTemplate, type TemplateRow } from './templates.repository.ts';
 import { lockAccount } from '../db/locks.ts';

@@ -5,7 +5,7 @@ import type { TemplatesTable } from './machines.tables.ts';
 
 export type TemplateRow = TemplatesTable;
 
-/** The template record of the HTTP API (CONTRACT 20). */
+/** The template record of the HTTP API. */
 export interface TemplateView {
   id: string;
   name: string;

@@ -16,7 +16,7 @@ import { toProviderMachine, type MachineRow } from './machines.repository.ts';
 import type { MachineStatus } from './machines.tables.ts';
 import { getMachineRow } from './machines.service.ts';
 import { checkName } from './names.ts';
-import type { MachineProvider, MachineTemplates } from './provider.ts';
+import type { MachineProvider, MachineTemplates } from '../providers/provider.ts';
 import {
   countTemplates,
   deleteTemplateRow,
@@ -30,7 +30,7 @@ import {
   type TemplateView,
 } from './templates.repository.ts';
 
-/** CONTRACT 20: templates an account may keep. */
+/** Templates an account may keep. */
 export const MAX_TEMPLATES_PER_ACCOUNT = 20;
 
 /** A machine's disk can be copied while it runs (frozen for the copy), is paused, or is stopped; not while it boots or stops. */

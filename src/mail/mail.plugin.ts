@@ -8,7 +8,7 @@ declare module 'fastify' {
   }
 }
 
-/** The mailer of CONTRACT 2: SMTP when SMTP_URL is set, `.eml` files in MAIL_DIR otherwise (or the one given, in tests). */
+/** The mailer of SMTP when SMTP_URL is set, `.eml` files in MAIL_DIR otherwise (or the one given, in tests). */
 export const mailPlugin = fp<{ mailer?: Mailer }>(
   async (app, options) => {
     const { config } = app.deps;

@@ -6,7 +6,7 @@ import { oauthRoutes } from './oauth.routes.ts';
 import { oauthAuthenticator } from './oauth.service.ts';
 
 /**
- * OAuth 2.1 for the platform MCP endpoint (CONTRACT 14): `tmo_` access tokens
+ * OAuth 2.1 for the platform MCP endpoint: `tmo_` access tokens
  * as a credential (in every role), the connected-application mail and the
  * cleanup of expired records, and where the role serves the API, the
  * authorization server, its metadata and the consent and applications routes.

@@ -37,7 +37,7 @@ export interface ProviderOptions {
  * Metadata Document, access tokens bound to the MCP resource (RFC 8707),
  * rotating refresh tokens (a reused one revokes the grant: oidc-provider's
  * own rule), revocation (RFC 7009), `iss` in the authorization response (RFC 9207).
- * Tokens take our format (`tmo_`/`tmr_`, CONTRACT 3) and are stored hashed by the adapter.
+ * Tokens take our format (`tmo_`/`tmr_`) and are stored hashed by the adapter.
  */
 export async function createOAuthProvider(deps: Deps, options: ProviderOptions = {}): Promise<{ provider: Provider; close(): Promise<void> }> {
   const { publicUrl, webhook } = deps.config;
@@ -117,7 +117,7 @@ export async function createOAuthProvider(deps: Deps, options: ProviderOptions =
   const provider = new Provider(publicUrl, configuration);
   // The routes hand requests over with PUBLIC_URL's host and scheme in X-Forwarded-* (see oauth.routes.ts), so every URL it writes is ours.
   provider.proxy = true;
-  // CONTRACT 3/14: access tokens `tmo_`, refresh tokens `tmr_`, in GitHub's format; grants get our ids.
+  // Access tokens `tmo_`, refresh tokens `tmr_`, in GitHub's format; grants get our ids.
   idsOf(provider.AccessToken, () => generateToken('tmo_'));
   idsOf(provider.RefreshToken, () => generateToken('tmr_'));
   idsOf(provider.Grant, () => newId('grt', deps.clock.now()));

@@ -5,7 +5,7 @@ import type { Recurring } from '../jobs/recurring.ts';
 import { MINUTE, SECOND } from '../shared/clock.ts';
 
 /**
- * Retention (CONTRACT 13): what is older than RETENTION, or can no longer
+ * Retention: what is older than RETENTION, or can no longer
  * matter, is deleted by one recurring job in small batches, each its own
  * short transaction, so no lock is held long enough to delay a request or a
  * delivery. Domains register a pruner per kind of row; the job runs them all

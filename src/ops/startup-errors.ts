@@ -39,7 +39,7 @@ export function databaseOf(databaseUrl: string): string {
 }
 
 /**
- * The one line start-up prints when it fails (CONTRACT 2: it names the
+ * The one line start-up prints when it fails (it names the
  * variable to fix). `known` is false for failures that are not a matter of
  * configuration (a bug): the line then only summarises, and the stack is worth printing.
  */

@@ -4,7 +4,7 @@ import { idBoundAt } from '../shared/ids.ts';
 import { deleteSecurityLogEntries, expiredSecurityLogIds } from './security-log.repository.ts';
 import { securityLogRoutes } from './security-log.routes.ts';
 
-/** CONTRACT 17: the log is kept this long whatever RETENTION says (an account holder looks back further than a delivery log). */
+/** The log is kept this long whatever RETENTION says (an account holder looks back further than a delivery log). */
 export const SECURITY_LOG_RETENTION_MS = 400 * DAY;
 
 /** The account's security log: its route, and its pruning after 400 days. */

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.ts';
 import { newId } from '../shared/ids.ts';
 
-/** CONTRACT 17: what the security log records. */
+/** What the security log records. */
 export const SECURITY_EVENT_TYPES = [
   'sign_in',
   'sign_in_failed',

@@ -5,7 +5,7 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const TOKEN_RANDOM_LENGTH = 32;
 const TOKEN_CHECKSUM_LENGTH = 6;
 
-/** API keys, machine tokens, and OAuth access and refresh tokens (CONTRACT 14). */
+/** API keys, machine tokens, and OAuth access and refresh tokens. */
 export type TokenPrefix = 'tmk_' | 'tmm_' | 'tmo_' | 'tmr_';
 
 /**

@@ -53,3 +53,23 @@ test('a tree that keeps the rules passes them', async () => {
     assert.equal(result.code, 0, result.report);
   }
 });
+
+test('the machine rooms build on each other in one order: a later room uses any file of an earlier one, never the reverse', async () => {
+  const files = {
+    'src/providers/provider.ts': 'export type P = { id: string };\n',
+    'src/machines/machines.repository.ts': "import type { P } from '../providers/provider.ts';\nexport type Machine = { p?: P };\n",
+    'src/runs/runs.service.ts': "import type { Machine } from '../machines/machines.repository.ts';\nexport type Run = { m?: Machine };\n",
+    'src/machine-access/terminals.service.ts': "import type { Run } from '../runs/runs.service.ts';\nimport type { P } from '../providers/provider.ts';\nexport type T = { r?: Run; p?: P };\n",
+  };
+  const allowed = await cruise(files, '.dependency-cruiser.cjs');
+  assert.equal(allowed.code, 0, allowed.report);
+
+  const backwards = { ...files, 'src/machines/machine-transitions.ts': "import type { Run } from '../runs/runs.service.ts';\nexport type X = Run;\n" };
+  const refused = await cruise(backwards, '.dependency-cruiser.cjs');
+  assert.notEqual(refused.code, 0, refused.report);
+  assert.match(refused.report, /machines-imports-no-later-room: src\/machines\/machine-transitions\.ts → src\/runs\/runs\.service\.ts/);
+  // Other domains still use a room only through its public files.
+  const outsider = { ...files, 'src/billing/metering.ts': "import type { Run } from '../runs/runs.service.ts';\nexport type X = Run;\n" };
+  const outside = await cruise(outsider, '.dependency-cruiser.cjs');
+  assert.match(outside.report, /runs-used-through-its-public-files: src\/billing\/metering\.ts → src\/runs\/runs\.service\.ts/);
+});

@@ -9,7 +9,7 @@ import { launchBrowser, newContext, startLiveApp, useSession, watchConsole, type
 import { createMachine, finishBoot, newOwner, pathOf, type Owner } from '../support/machines.ts';
 import { confirmEmail } from '../billing/helpers.ts';
 import { PUBLIC_DIR } from '../../src/dashboard/assets.ts';
-import type { ProviderMachine } from '../../src/machines/provider.ts';
+import type { ProviderMachine } from '../../src/providers/provider.ts';
 
 /** The viewport of issue 38's run: a laptop's browser window. */
 const VIEWPORT = { width: 1280, height: 860 };

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
-import { containerSpec } from '../../src/machines/docker/container-spec.ts';
+import { containerSpec } from '../../src/providers/docker/container-spec.ts';
 import { createSealer, loadSecretsKey } from '../../src/shared/sealing.ts';
 import type { TestContext } from '../support/app.ts';
 import { createMachineTestApp, newOwner, type Owner } from '../support/machines.ts';

@@ -1,8 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config.ts';
-import { checkNetworkPolicy } from '../../src/machines/network-policy.ts';
-import { egressChainRules } from '../../src/machines/docker/network.ts';
+import { checkNetworkPolicy } from '../../src/providers/network-policy.ts';
+import { egressChainRules } from '../../src/providers/docker/network.ts';
 import type { TestContext } from '../support/app.ts';
 import { createMachineTestApp, newOwner, type Owner } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';

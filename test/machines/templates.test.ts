@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { MachineTemplates } from '../../src/machines/provider.ts';
+import type { MachineTemplates } from '../../src/providers/provider.ts';
 import type { TestContext } from '../support/app.ts';
 import { createMachineTestApp, eventCursor, finishBoot, newOwner, runningMachine, workerPass, type Owner } from '../support/machines.ts';
 
@@ -12,7 +12,7 @@ import { createMachineTestApp, eventCursor, finishBoot, newOwner, runningMachine
  * templates hold nothing and weigh 0 bytes): the template and fork API, its
  * limits and refusals (each changing nothing), another account's 404s, a
  * pool's template, and the platform MCP tools. The files themselves are
- * test/machines/docker-templates.test.ts's, on the real engine.
+ * test/providers/docker-templates.test.ts's, on the real engine.
  */
 describe('templates and forks (CONTRACT 20)', () => {
   let ctx: TestContext;

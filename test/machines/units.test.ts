@@ -1,10 +1,10 @@
 import { strict as assert } from 'node:assert';
 import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { simulateCommand } from '../../src/machines/simulated.provider.ts';
-import { firstCharacters } from '../../src/machines/run-events.ts';
+import { simulateCommand } from '../../src/providers/simulated.provider.ts';
+import { firstCharacters } from '../../src/runs/run-events.ts';
 import { computeSignature } from '../../src/event-webhooks/verify-webhook.js';
-import { verifyInboundSignature } from '../../src/machines/signature.ts';
+import { verifyInboundSignature } from '../../src/runs/signature.ts';
 
 describe('inbound webhook signatures (the shared verifier, with an adapter)', () => {
   const secret = 'whsec_c2VjcmV0IGJ5dGVzIGZvciB0ZXN0aW5nIG9ubHkgISEhISE=';

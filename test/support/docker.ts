@@ -5,7 +5,7 @@ import { newOwner, type Owner } from './machines.ts';
 import { eventually } from './receiver.ts';
 import { startDnsServer, type DnsAnswer, type DnsServer } from './dns-server.ts';
 import { DEFAULT_MACHINE_IMAGE } from '../../src/config.ts';
-import { MACHINE_ID_LABEL } from '../../src/machines/docker/container-spec.ts';
+import { MACHINE_ID_LABEL } from '../../src/providers/docker/container-spec.ts';
 
 /**
  * The Docker provider's tests run against a real engine. Where none can run

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * Billing (CONTRACT 12): one billing row per account (balance, card, welcome
+ * Billing: one billing row per account (balance, card, welcome
  * credit), the append-only ledger, one meter per machine that ever ran, and
  * the answers kept for top-ups sent with an Idempotency-Key.
  */

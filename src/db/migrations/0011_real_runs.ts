@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Runs on real machines (CONTRACT 15): where and how a command runs (its
+ * Runs on real machines: where and how a command runs (its
  * working directory, added environment, timeout) and what it wrote, each
  * stream apart, as the machine reports it. Runs made before keep their
  * combined output; their streams are null.

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Second factors and the security log (CONTRACT 17). `sessions.authenticated_at`
+ * Second factors and the security log. `sessions.authenticated_at`
  * is when the session's holder last proved who they are (sign-in or
  * reauthentication; null on sessions made before it: their `created_at`).
  * Tokens and codes are stored as SHA-256; the TOTP secret must stay readable

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * Idle stop (issue 41, CONTRACT 20): a machine's `autoStopMinutes` (0: never)
+ * Idle stop (issue 41): a machine's `autoStopMinutes` (0: never)
  * and the last moment of activity recorded for it (src/machines/activity.ts
  * says what counts; null: none since the column came). Machines made before
  * keep running as they were promised (0); new ones are given a value by the

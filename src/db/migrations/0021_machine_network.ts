@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * A machine's network policy (issue 41, CONTRACT 20) as JSON
+ * A machine's network policy (issue 41) as JSON
  * (`{"internet":…,"allow":[…],"deny":[…]}`); null when none was given: the
  * operator's default (MACHINE_EGRESS).
  */

@@ -128,7 +128,7 @@ export function billingPage({ account }) {
 function summaryContent(billing, settings, emailConfirmed) {
   const { welcomeCredit, prices } = billing;
   const priceList = Object.entries(prices).map(([size, price]) => `${size} ${pricePerHour(price)}`).join(' · ');
-  // A service older than pause (CONTRACT 20) sends no paused prices.
+  // A service older than pause sends no paused prices.
   const pausedList = Object.entries(billing.pausedPrices ?? {}).map(([size, price]) => `${size} ${pricePerHour(price)}`).join(' · ');
   /** @param {boolean} done @param {string} text */
   const step = (done, text) => h('li', { class: done ? 'checklist__done' : undefined }, badge(done ? 'Done' : 'To do', done ? 'success' : 'neutral'), ' ', text);

@@ -14,7 +14,7 @@ import { templateChoice } from './machine-templates.js';
 
 /** @typedef {import('./machines.js').Machine} Machine */
 
-/** The sizes billing prices (CONTRACT 12) and the provider boots; the first is the API's default. */
+/** The sizes billing prices and the provider boots; the first is the API's default. */
 const SIZES = ['small', 'medium', 'large'];
 
 /** The address agents send MCP requests to, with a copy button. @param {string} machineId */

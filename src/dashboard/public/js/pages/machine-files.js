@@ -19,9 +19,9 @@ import { unavailableState } from './machine-access.js';
  * @property {string} modifiedAt
  */
 
-/** Where commands run (CONTRACT 15): the folder shown first. */
+/** Where commands run: the folder shown first. */
 const HOME = '/root';
-/** CONTRACT 15: an upload is at most 100 MiB. */
+/** An upload is at most 100 MiB. */
 const UPLOAD_LIMIT = 100 * 1024 * 1024;
 
 /** @param {string} folder @param {string} name */

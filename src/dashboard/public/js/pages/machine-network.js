@@ -1,4 +1,4 @@
-// A machine's network policy (CONTRACT 20): the fields of the create dialog,
+// A machine's network policy: the fields of the create dialog,
 // and the machine page's section that shows and changes it (PATCH, applied
 // at once to a running machine).
 import { api } from '../api.js';

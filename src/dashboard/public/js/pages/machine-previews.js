@@ -1,4 +1,4 @@
-// A machine's previews (CONTRACT 19) on its page: the ports made public, a
+// A machine's previews on its page: the ports made public, a
 // signed link to open a port in a browser, a port made public or private.
 import { api, messageOf } from '../api.js';
 import { alertBox, cell, h, loading, replace, table } from '../dom.js';

@@ -1,4 +1,4 @@
-// A machine's screen (CONTRACT 16): on its page, a picture read again every
+// A machine's screen: on its page, a picture read again every
 // few seconds while the section is in view and the machine runs, its size, and
 // a live-view link opened in a new tab; in a run's details, the screen as the
 // run ended. Pictures are <img> elements loaded from the API with the session
@@ -6,7 +6,7 @@
 // not load is asked about once more with fetch, which reads why (no display,
 // not running). "Take control" swaps the picture for the live screen that
 // takes this page's mouse and keyboard (noVNC over the owner's control
-// WebSocket, CONTRACT 19); a live-view link never can.
+// WebSocket); a live-view link never can.
 import { ApiError, api, apiRaw, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { card } from '../layout.js';

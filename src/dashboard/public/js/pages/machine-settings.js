@@ -1,12 +1,12 @@
-// A machine's settings on its page (PATCH /api/machines/{id}): its idle stop
-// (CONTRACT 20). One form, so that settings added later join it.
+// A machine's settings on its page (PATCH /api/machines/{id}): its idle stop.
+// One form, so that settings added later join it.
 import { api } from '../api.js';
 import { h } from '../dom.js';
 import { field, simpleForm } from '../forms.js';
 import { card } from '../layout.js';
 import { toast } from '../toast.js';
 
-/** CONTRACT 20: autoStopMinutes from 0 (never) to a week. */
+/** `autoStopMinutes` from 0 (never) to a week. */
 export const AUTO_STOP_MAX = 10080;
 
 /**

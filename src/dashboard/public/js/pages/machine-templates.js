@@ -18,7 +18,7 @@ import { toast } from '../toast.js';
  * @property {string} sourceMachineId
  */
 
-/** Machines one fork makes (CONTRACT 20). */
+/** Machines one fork makes. */
 const FORK_MAX = 10;
 
 /** What a template weighs, said plainly where the host keeps no disk (the simulated one). @param {Template} template */

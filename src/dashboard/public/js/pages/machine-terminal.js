@@ -1,4 +1,4 @@
-// A machine's terminal (CONTRACT 19): a shell in the machine, drawn by
+// A machine's terminal: a shell in the machine, drawn by
 // xterm.js, over the service's WebSocket. Binary frames carry the PTY's bytes
 // both ways; text frames are JSON: the page's size to the service, the
 // terminal's id from it. The id is kept in the page's address (?terminal=),
@@ -14,7 +14,7 @@ const XTERM = '/assets/vendor/xterm/xterm.mjs';
 const FIT = '/assets/vendor/xterm/addon-fit.mjs';
 const STYLESHEET = '/assets/vendor/xterm/xterm.css';
 
-/** The service's close codes (src/machines/terminals.service.ts). */
+/** The service's close codes (src/machine-access/terminals.service.ts). */
 const ENDED = 4001;
 const TAKEN = 4002;
 

@@ -1,4 +1,4 @@
-// A running machine's usage over the last hour (CONTRACT 19): CPU, memory,
+// A running machine's usage over the last hour: CPU, memory,
 // disk and network as four small charts drawn here in SVG, read every 5 s
 // (only the samples after the last one shown) while the machine runs.
 import { api, messageOf } from '../api.js';

@@ -1,6 +1,6 @@
-// One machine: its status (start, stop, pause and resume), saving it as a template and forking it, its screen (CONTRACT 16) and
-// terminal (CONTRACT 19), its runs, and while it runs its files and background processes (CONTRACT 15),
-// its previews, its events, and its usage over the last hour (CONTRACT 19); its settings (idle stop, CONTRACT 20).
+// One machine: its status (start, stop, pause and resume), saving it as a template and forking it, its screen and
+// terminal, its runs, and while it runs its files and background processes,
+// its previews, its events, and its usage over the last hour; its settings (idle stop).
 import { api, ApiError, messageOf } from '../api.js';
 import { alertBox, h, loading, replace } from '../dom.js';
 import { formatDate } from '../format.js';

@@ -9,7 +9,7 @@ import { describeEvents, endpointForm, loadEventTypes } from './webhook-form.js'
 
 /** @typedef {import('./webhook-form.js').Endpoint} Endpoint */
 
-/** Spec 2.1: an account may register at most 10 endpoints. */
+/** An account may register at most 10 endpoints. */
 export const MAX_ENDPOINTS = 10;
 
 export function webhooksPage() {

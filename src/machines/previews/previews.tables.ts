@@ -1,6 +1,0 @@
-/** A port of a machine made public (CONTRACT 19): its preview answers anyone. Ports without a row are private. */
-export interface PublicPreviewPortsTable {
-  machine_id: string;
-  port: number;
-  created_at: number;
-}
