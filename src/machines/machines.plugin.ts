@@ -43,7 +43,8 @@ export type { MachineHost } from './provider-choice.ts';
 export const machinesPlugin = fp<{ imageBuild?: ImageBuild }>(
   async (app, options) => {
     const { deps } = app;
-    const choice = await chooseProvider(deps.config.machines, deps, options.imageBuild);
+    // Where jobs run, the image is built; an API process (ROLE=api) waits for it.
+    const choice = await chooseProvider(deps.config.machines, deps, { build: options.imageBuild, buildsImage: deps.config.role !== 'api' });
     const { provider } = choice;
     await provider.start?.();
     app.decorate('machineProvider', provider);

@@ -44,9 +44,10 @@ export function dockerHost(): string {
  * The provider MACHINE_PROVIDER names; for `auto`, Docker where an engine
  * answers (its image built on first use, while the service answers), else the
  * simulated one. Explicit `docker` fails its start as ever when the engine or
- * the image is missing.
+ * the image is missing. `buildsImage`: whether this process builds a missing
+ * image (ROLE=api waits for a worker's).
  */
-export async function chooseProvider(config: Readonly<MachinesConfig>, deps: ChoiceDeps, build?: ImageBuild): Promise<ProviderChoice> {
+export async function chooseProvider(config: Readonly<MachinesConfig>, deps: ChoiceDeps, options: { build?: ImageBuild | undefined; buildsImage: boolean }): Promise<ProviderChoice> {
   const simulated = (noEngine: string | null): ProviderChoice => ({
     provider: createSimulatedProvider({ bootMs: config.bootMs, clock: deps.clock, sizes: Object.keys(config.sizes) }),
     host: { configured: config.provider, provider: 'simulated', noEngine, image: () => null },
@@ -66,12 +67,12 @@ export async function chooseProvider(config: Readonly<MachinesConfig>, deps: Cho
   const answer = await engineAnswer(() => docker.docker.ping());
   if (answer !== null) return simulated(`no Docker engine answered at ${where}: ${answer}`);
   const { DEFAULT_IMAGE_BUILD, imageIsThere, whileImageBuilds } = await import('../providers/docker/image-build.ts');
-  const buildable = build ?? DEFAULT_IMAGE_BUILD;
+  const buildable = options.build ?? DEFAULT_IMAGE_BUILD;
   const missing: string[] = [];
   for (const image of new Set([config.image, DEFAULT_MACHINE_IMAGE])) if (!(await imageIsThere(docker, image))) missing.push(image);
   // Only the image `npm run machine-image` makes can be built here; another missing one fails the start as with `docker`.
   if (missing.length === 0 || missing.some((image) => image !== buildable.image)) return ready;
-  const building = whileImageBuilds(docker, buildable, deps);
+  const building = whileImageBuilds(docker, buildable, deps, options.buildsImage);
   return { provider: building.provider, host: { ...ready.host, image: building.image }, close: building.cancel };
 }
 

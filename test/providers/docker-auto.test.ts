@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -92,6 +92,22 @@ describe('MACHINE_PROVIDER=auto with a Docker engine', { skip, timeout: 300_000 
       const events = (await app.owner.call('GET', '/api/events?type=machine.error&limit=100')).json() as { data: Array<{ data: { machine: { id: string }; detail?: { message?: string } } }> };
       const error = events.data.find((event) => event.data.machine.id === machine.id);
       assert.match(error?.data.detail?.message ?? '', /^The machine image could not be built \(No image registry reachable and no debootstrap: apt-get install debootstrap\)\. The operator can build it with `npm run machine-image`/, JSON.stringify(events));
+    } finally {
+      await app.close();
+    }
+  });
+
+  test('ROLE=api builds nothing (its workers do): it waits for the image, and is ready once the image is there', async () => {
+    const image = `machine-platform/auto-test:${randomBytes(4).toString('hex')}`;
+    images.push(image);
+    const marker = join(dir, 'api-built');
+    const app = await startDockerApp({ env: { MACHINE_PROVIDER: 'auto', MACHINE_IMAGE: image, ROLE: 'api' }, buildOptions: { machineImageBuild: { image, command: ['bash', '-c', `touch '${marker}'; exit 1`] } } });
+    try {
+      assert.deepEqual(await hostSeenBy(app), { provider: 'docker', configured: 'auto', image: 'building' });
+      const [repo, tag] = image.split(':');
+      await engine().getImage(DEFAULT_MACHINE_IMAGE).tag({ repo: repo!, tag: tag! });
+      await eventually(async () => ((await hostSeenBy(app)).image === 'ready' ? true : undefined), 60_000, 'the image seen');
+      await assert.rejects(stat(marker), 'the API process never ran the build');
     } finally {
       await app.close();
     }

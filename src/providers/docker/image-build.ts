@@ -50,8 +50,10 @@ export interface BuildingProvider {
  * stay `starting` and boot once the image is there; if the build fails they
  * end in `error` saying how to build the image, and a start after that boots
  * them if someone has built it meanwhile. Everything else is the provider's.
+ * A process that `builds` nothing (ROLE=api: the workers build it) looks
+ * for the image until it is there.
  */
-export function whileImageBuilds(inner: DockerProvider, build: ImageBuild, deps: { logger: FastifyBaseLogger; clock: Clock }): BuildingProvider {
+export function whileImageBuilds(inner: DockerProvider, build: ImageBuild, deps: { logger: FastifyBaseLogger; clock: Clock }, builds = true): BuildingProvider {
   const { logger, clock } = deps;
   let state: MachineImageState = { status: 'building', since: clock.now() };
   let child: ChildProcess | null = null;
@@ -77,7 +79,8 @@ export function whileImageBuilds(inner: DockerProvider, build: ImageBuild, deps:
       const [command, ...args] = build.command;
       let lastLine = '';
       const since = clock.now();
-      const spawned = spawn(command!, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      // Its own process group, so that a cancel reaches the docker commands the script runs, not only the script.
+      const spawned = spawn(command!, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
       child = spawned;
       const takeLines = (chunk: Buffer) => {
         const lines = chunk.toString('utf8').split(/[\r\n]+/).map((line) => line.trim()).filter((line) => line !== '');
@@ -105,7 +108,30 @@ export function whileImageBuilds(inner: DockerProvider, build: ImageBuild, deps:
     });
   }
 
+  /** Until the image is there, as another process builds it. */
+  function imageArrives(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const look = () => {
+        if (cancelled) return reject(new Error('cancelled'));
+        imageIsThere(inner, build.image).then(
+          (there) => (there ? resolve() : void clock.setTimeout(look, PROGRESS_EVERY_MS)),
+          () => void clock.setTimeout(look, PROGRESS_EVERY_MS),
+        );
+      };
+      look();
+    });
+  }
+
   async function buildAndStart(): Promise<void> {
+    if (!builds) {
+      logger.info({ image: build.image }, `the machine image ${build.image} is not on the Docker engine: a worker process builds it (ROLE=api); machines boot once it is there`);
+      await imageArrives().then(startInner).then(ready, (error: unknown) => {
+        if (cancelled) return;
+        state = { status: 'failed', why: error instanceof Error ? error.message : String(error) };
+        logger.error({ err: error }, 'the Docker provider could not start on the machine image');
+      });
+      return;
+    }
     logger.info({ image: build.image }, `the machine image ${build.image} is not on the Docker engine: building it now (a few minutes, once); machines created meanwhile wait in starting`);
     try {
       await runBuild();
@@ -163,7 +189,13 @@ export function whileImageBuilds(inner: DockerProvider, build: ImageBuild, deps:
     image: () => state,
     cancel() {
       cancelled = true;
-      child?.kill('SIGTERM');
+      if (child?.pid !== undefined && child.exitCode === null) {
+        try {
+          process.kill(-child.pid, 'SIGTERM');
+        } catch {
+          // Gone already.
+        }
+      }
     },
   };
 }
