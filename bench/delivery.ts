@@ -104,6 +104,7 @@ async function startService(env: Record<string, string> = {}): Promise<BenchServ
     MAIL_DIR: join(dir, 'mail'),
     LOG_LEVEL: 'silent',
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
+    MACHINE_PROVIDER: 'simulated',
     ...speedSwitches,
     ...env,
   });

@@ -38,6 +38,7 @@ import type { DeliveryOptions } from './event-webhooks/delivery.job.ts';
 import { eventWebhooksPlugin } from './event-webhooks/event-webhooks.plugin.ts';
 import type { ResolveAll } from './event-webhooks/targets.ts';
 import { machinesPlugin } from './machines/machines.plugin.ts';
+import type { ImageBuild } from './providers/docker/image-build.ts';
 import { runsPlugin } from './runs/runs.plugin.ts';
 import { runsFollowMachines } from './runs/follow-machines.ts';
 import { machineAccessPlugin } from './machine-access/machine-access.plugin.ts';
@@ -79,6 +80,8 @@ export interface BuildOptions {
   toolWait?: Partial<ToolWaitOptions>;
   /** How long a terminal outlives its page (tests shorten it). */
   terminalGraceMs?: number;
+  /** How MACHINE_PROVIDER=auto builds a missing machine image (tests stand in for `npm run machine-image`). */
+  machineImageBuild?: ImageBuild;
 }
 
 const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -200,7 +203,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(apiKeysPlugin);
   await app.register(securityLogPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
-  await app.register(machinesPlugin);
+  await app.register(machinesPlugin, options.machineImageBuild ? { imageBuild: options.machineImageBuild } : {});
   await app.register(runsPlugin);
   await app.register(machineAccessPlugin, { ...(options.toolWait ? { toolWait: options.toolWait } : {}), ...(options.terminalGraceMs !== undefined ? { terminalGraceMs: options.terminalGraceMs } : {}) });
   await app.register(billingPlugin);

@@ -41,7 +41,7 @@ try {
 }
 app.deps.logger.info({ address, role: config.role }, 'listening');
 // For the person who started it: stderr, so that stdout stays JSON lines for log shippers.
-if (config.logLevel !== 'silent') process.stderr.write(`${describeStartup(config, address, app.machineProvider?.warnings?.() ?? [])}\n`);
+if (config.logLevel !== 'silent') process.stderr.write(`${describeStartup(config, address, app.machineHost, app.machineProvider.warnings?.() ?? [])}\n`);
 
 let closing = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
