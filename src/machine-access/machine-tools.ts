@@ -45,9 +45,9 @@ const strict = { additionalProperties: false } as const;
 
 // Each input is the HTTP route's schema (runs.schemas.ts, machine-access.schemas.ts), or built from its fields:
 // a limit is written once, and a tool cannot drift from its route (test/mcp/tool-schemas.test.ts checks it too).
-export const RunId = Type.String({ pattern: '^run_[0-9a-z]{26}$', description: 'The run id (run_…) run_command answered' });
+const RunId = Type.String({ pattern: '^run_[0-9a-z]{26}$', description: 'The run id (run_…) run_command answered' });
 /** run_wait's and machine_run_wait's longest wait: no more than a tool may take to answer. */
-export const RunWaitMs = Type.Optional(
+const RunWaitMs = Type.Optional(
   Type.Integer({ minimum: 0, maximum: TOOL_ANSWER_DEADLINE_MS, description: `How long to wait for the run to finish, at most ${TOOL_ANSWER_DEADLINE_MS} (the default)` }),
 );
 export const RunWaitInput = Type.Object({ id: RunId, waitMs: RunWaitMs }, strict);
