@@ -87,7 +87,7 @@ export function toolInput<S extends TObject>(schema: S): StandardSchemaWithJSON<
   const validate = ajv.compile(schema);
   // The compiled function is ours to keep; Ajv's own cache would hold every schema it ever saw.
   ajv.removeSchema(schema);
-  // Plain JSON: TypeBox's markers are not enumerable, and the SDK (and clients) get a copy they cannot change.
+  // Plain JSON (TypeBox's markers are not enumerable), copied once: what tools/list shows is not the route's object.
   const json = { $schema: 'https://json-schema.org/draft/2020-12/schema', ...(JSON.parse(JSON.stringify(schema)) as Record<string, unknown>) };
   const input: StandardSchemaWithJSON<Static<S>> = {
     '~standard': {
