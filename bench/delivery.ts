@@ -223,7 +223,7 @@ async function seedDeadBacklog(app: App, accountId: string, endpointId: string, 
       await tx.db.insertInto('events').values(events.map((e) => ({ id: e.id, account_id: accountId, type: e.type, payload: JSON.stringify(e), created_at: now }))).execute();
       const deliveries = events.map((e) => newDeliveryRow(now, accountId, endpointId, e));
       await insertDeliveries(tx.db, deliveries);
-      await app.deps.jobs.enqueue(tx, deliveryJob, deliveries.map((d) => ({ id: d.id, payload: {}, lane: endpointId })));
+      await app.deps.jobs.enqueueInLane(tx, deliveryJob, deliveries.map((d) => ({ id: d.id, payload: {}, lane: endpointId })));
     });
   }
 }

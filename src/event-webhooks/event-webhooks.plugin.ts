@@ -43,11 +43,10 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
         metrics,
         config,
         otherProcessesCommits: otherProcessesCommits(deps.database),
-        failDueInLane: (lane, result, error, limit) => app.jobs.failDueInLane(deliveryJob, lane, result, error, limit),
       },
       { ...DEFAULT_DELIVERY_OPTIONS, ...options.delivery },
     );
-    app.jobs.register(kind);
+    app.jobs.registerLaned(kind);
     app.jobs.register(feedKind(deps));
     app.jobs.recur(healthCheck(deps));
     for (const mailKind of endpointHealthMailKinds(deps, app.mailer)) app.jobs.register(mailKind);
