@@ -124,9 +124,11 @@ export function proxyUpgrade(request: IncomingMessage, socket: Duplex, head: Buf
   const unanswered = () => end();
   connection.once('error', early);
   connection.once('end', unanswered);
+  socket.once('close', unanswered);
   connection.once('data', (first: Buffer) => {
     connection.off('error', early);
     connection.off('end', unanswered);
+    socket.off('close', unanswered);
     connection.pause();
     socket.write(first);
     options.traffic?.();
