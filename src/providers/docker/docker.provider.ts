@@ -17,7 +17,7 @@ import { diskWarning, probeDiskLimits, type DiskLimits } from './disk-limits.ts'
 import { egressGateway, ensureResolver, sendToResolver } from './resolver.ts';
 import { defaultNetworkPolicy } from '../network-policy.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
-import { duplexOf, type AgentRunResult } from '../agent/agent-client.ts';
+import type { AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
 import { collectKeptImages, dockerTemplates, templateImage } from './templates.ts';
 
@@ -219,10 +219,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     runScreenshot: (machine, runId) => readRunScreenshot(docker, containerName(machine.id), runId),
 
     watch: (notice) => watchEngine(docker, MACHINE_ID_LABEL, notice, logger),
-    async connectPort(machine, port) {
-      const channel = await (await agents.of(machine.id)).connectPort(port);
-      return channel === null ? null : duplexOf(channel);
-    },
+    connectPort: async (machine, port) => (await agents.of(machine.id)).portStream(port),
     files: dockerFiles(agents),
     processes: dockerProcesses(agents),
     templates: dockerTemplates(docker, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing, logger),
