@@ -104,6 +104,7 @@ async function startService(env: Record<string, string> = {}): Promise<BenchServ
     MAIL_DIR: join(dir, 'mail'),
     LOG_LEVEL: 'silent',
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
+    MACHINE_PROVIDER: 'simulated',
     ...speedSwitches,
     ...env,
   });
@@ -222,7 +223,7 @@ async function seedDeadBacklog(app: App, accountId: string, endpointId: string, 
       await tx.db.insertInto('events').values(events.map((e) => ({ id: e.id, account_id: accountId, type: e.type, payload: JSON.stringify(e), created_at: now }))).execute();
       const deliveries = events.map((e) => newDeliveryRow(now, accountId, endpointId, e));
       await insertDeliveries(tx.db, deliveries);
-      await app.deps.jobs.enqueue(tx, deliveryJob, deliveries.map((d) => ({ id: d.id, payload: {}, lane: endpointId })));
+      await app.deps.jobs.enqueueInLane(tx, deliveryJob, deliveries.map((d) => ({ id: d.id, payload: {}, lane: endpointId })));
     });
   }
 }

@@ -27,6 +27,7 @@ const config = loadConfig({
   ROLE: 'api',
   BILLING: 'on',
   LOG_LEVEL: 'silent',
+  MACHINE_PROVIDER: 'simulated',
 });
 const app = await buildApp(config, { logger: false, ...(pgSchema ? { databaseSchema: pgSchema.schema } : {}) });
 await app.ready();

@@ -3,11 +3,13 @@
 // the preview (the service, its agent stream, the app) over the same request made inside the machine (a Python
 // client there, a new connection each time as the preview opens one), with the agent alone beside them (the
 // bench's own agent stream to the port, the request written by hand). Throughput: 100 MB through the preview
-// against the agent's raw port stream (AgentClient.connectPort), without the service.
+// against the agent's raw port stream (AgentClient.portStream, the preview's own: the same HTTP/2 settings, the
+// request's head with the stream's opening), without the service; with the CPU time each way costs the service and
+// the bench's client (steadier than the rates on a shared machine).
 import { Agent, request as httpRequest } from 'node:http';
 import { MACHINE_APP } from '../test/support/preview-app.ts';
 import { mib, ms, verdict, waysReport, type MachinesBench } from './machines-bench.ts';
-import { interleavedTimes, sleep } from './support.ts';
+import { cpuMicros, interleavedTimes, sleep } from './support.ts';
 
 const APP_PORT = 8000;
 const REQUESTS = Number(process.env.BENCH_PREVIEW_REQUESTS ?? 200);
@@ -60,12 +62,10 @@ export async function previewFigures(bench: MachinesBench): Promise<string[]> {
     });
   /** One GET over the bench's own agent stream to the port, written by hand; the bytes of the whole answer. */
   const viaAgent = async (path: string) => {
-    const channel = await agent.connectPort(APP_PORT);
-    if (channel === null) throw new Error('nothing listens on the app’s port');
-    channel.write(Buffer.from(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`));
+    const stream = agent.portStream(APP_PORT);
+    stream.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
     let bytes = 0;
-    for await (const chunk of channel.output) bytes += (chunk as Buffer).length;
-    channel.close();
+    for await (const chunk of stream) bytes += (chunk as Buffer).length;
     return bytes;
   };
 
@@ -88,13 +88,23 @@ export async function previewFigures(bench: MachinesBench): Promise<string[]> {
 
   // ── throughput ───────────────────────────────────────────────────────────────────────────────────
   const rates = { preview: [] as number[], 'agent alone': [] as number[] };
+  /** CPU ms per 100 MB (BIG_BYTES): the service's, the bench's own (the client's side). */
+  const cpu = { preview: { service: [] as number[], client: [] as number[] }, 'agent alone': { service: [] as number[], client: [] as number[] } };
+  const servicePid = bench.service.process.pid!;
   for (let round = 0; round < DOWNLOADS; round++) {
     for (const [way, download] of Object.entries({ preview: () => viaPreview('/big'), 'agent alone': () => viaAgent('/big') }) as Array<[keyof typeof rates, () => Promise<number>]>) {
+      const [serviceBefore, clientBefore] = [cpuMicros(servicePid), cpuMicros()];
       const begun = performance.now();
       const bytes = await download();
       if (bytes < BIG_BYTES) throw new Error(`${way}: ${bytes} bytes of ${BIG_BYTES}`);
       rates[way].push(bytes / ((performance.now() - begun) / 1000));
+      cpu[way].service.push((cpuMicros(servicePid) - serviceBefore) / 1000);
+      cpu[way].client.push((cpuMicros() - clientBefore) / 1000);
     }
+  }
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  for (const way of Object.keys(cpu) as Array<keyof typeof cpu>) {
+    console.log(`    100 MB ${way}: CPU per download, median of ${DOWNLOADS}: service ${ms(median(cpu[way].service))}, the bench's client ${ms(median(cpu[way].client))}; rates ${rates[way].map((rate) => mib(rate)).join(', ')}/s`);
   }
   keepAlive.destroy();
   const best = (values: number[]) => Math.max(...values);

@@ -40,6 +40,7 @@ const config = loadConfig({
   LOG_LEVEL: 'silent',
   WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
   RATE_LIMIT: 'off',
+  MACHINE_PROVIDER: 'simulated',
 });
 const app: App = await buildApp(config, { logger: false, ...(pgSchema ? { databaseSchema: pgSchema.schema } : {}) });
 await app.ready();

@@ -13,6 +13,8 @@ const dir = await mkdtemp(join(tmpdir(), 'bench-service-'));
 // PUBLIC_URL must be the origin clients use, or the origin rule refuses their cookie requests.
 const port = await freePort();
 const config = loadConfig({
+  // Simulated machines unless the bench asks for others: MACHINE_PROVIDER's default (auto) would take a Docker engine here.
+  MACHINE_PROVIDER: 'simulated',
   ...process.env,
   DATABASE_URL: process.env.DATABASE_URL ?? `sqlite:${join(dir, 'service.db')}`,
   MAIL_DIR: join(dir, 'mail'),

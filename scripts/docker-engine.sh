@@ -6,10 +6,6 @@
 # what is written. ENGINE_DATA_FILE and ENGINE_DATA_ROOT choose where; ENGINE_DATA_SIZE its size.
 set -euo pipefail
 
-if docker info >/dev/null 2>&1; then
-  echo "A Docker engine already answers ($(docker info --format '{{.Driver}}') storage driver)"
-  exit 0
-fi
 
 file=${ENGINE_DATA_FILE:-/var/lib/machine-platform-engine.btrfs}
 root=${ENGINE_DATA_ROOT:-/var/lib/machine-platform-engine}
@@ -79,6 +75,17 @@ quotas_for_limits() {
     btrfs quota rescan -w "$root" >/dev/null
   fi
 }
+
+if docker info >/dev/null 2>&1; then
+  echo "A Docker engine already answers ($(docker info --format '{{.Driver}}') storage driver)"
+  # Docker's btrfs driver turns the file system's quotas off whenever a daemon storing on it stops (another
+  # engine sharing it, say), and then no machine with a disk limit can be created: turned on again here.
+  if [ "$(docker info --format '{{.Driver}}')" = btrfs ] && mountpoint -q "$root" && [ "$(quota_mode)" = none ]; then
+    echo "Quotas were off on $root: turning them on again (machines' disk limits need them)" >&2
+    quotas_for_limits
+  fi
+  exit 0
+fi
 
 if on_btrfs; then
   start_engine --data-root "$root" --storage-driver btrfs

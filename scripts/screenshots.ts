@@ -45,6 +45,7 @@ const config = loadConfig({
   RATE_LIMIT: 'off',
   WEBHOOK_ALLOW_PRIVATE_TARGETS: 'on',
   WEBHOOK_MAX_ATTEMPTS: '1',
+  MACHINE_PROVIDER: 'simulated',
   MACHINE_BOOT_MS: '300',
 });
 const app: App = await buildApp(config, { mailer, logger: false });

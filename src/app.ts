@@ -10,8 +10,8 @@ import { createSealer, loadSecretsKey } from './shared/sealing.ts';
 import { connectDatabase } from './db/connect.ts';
 import { watchOtherProcessesCommits } from './db/data-version.ts';
 import { migrateToLatest } from './db/migrate.ts';
-import { listenForSignals } from './db/signal.listener.ts';
 import { authPlugin } from './http/auth.ts';
+import { trackConnections } from './http/connections.ts';
 import { answerServerLevelRequests, clientErrorHandler, frameworkErrorHandler, registerErrorHandler } from './http/error-handler.ts';
 import { registerJsonBodies } from './http/json-body.ts';
 import { lingerAfterEarlyAnswers } from './http/lingering-close.ts';
@@ -38,6 +38,7 @@ import type { DeliveryOptions } from './event-webhooks/delivery.job.ts';
 import { eventWebhooksPlugin } from './event-webhooks/event-webhooks.plugin.ts';
 import type { ResolveAll } from './event-webhooks/targets.ts';
 import { machinesPlugin } from './machines/machines.plugin.ts';
+import type { ImageBuild } from './providers/docker/image-build.ts';
 import { runsPlugin } from './runs/runs.plugin.ts';
 import { runsFollowMachines } from './runs/follow-machines.ts';
 import { machineAccessPlugin } from './machine-access/machine-access.plugin.ts';
@@ -79,6 +80,8 @@ export interface BuildOptions {
   toolWait?: Partial<ToolWaitOptions>;
   /** How long a terminal outlives its page (tests shorten it). */
   terminalGraceMs?: number;
+  /** How MACHINE_PROVIDER=auto builds a missing machine image (tests stand in for `npm run machine-image`). */
+  machineImageBuild?: ImageBuild;
 }
 
 const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -102,6 +105,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   // microseconds a request even when its level hides every line. One line per request is written below.
   const logLevel = options.logger === false ? 'silent' : config.logLevel;
   const logger = options.logDestination ? pino({ level: logLevel }, options.logDestination) : pino({ level: logLevel });
+  const connections = trackConnections();
   const app = Fastify({
     logger: false,
     // Trust only the peer (our proxy): the client is the address it saw, the right-most X-Forwarded-For
@@ -115,21 +119,22 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     // refuseWhileClosing answers instead, as problem+json.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    frameworkErrors: frameworkErrorHandler(config.publicUrl),
-    clientErrorHandler: clientErrorHandler(config.publicUrl),
+    frameworkErrors: frameworkErrorHandler(config.publicUrl, connections),
+    clientErrorHandler: clientErrorHandler(config.publicUrl, connections),
     // Node would answer a request without Host itself, with an empty 400; refuseUnreadableRequests answers it as problem+json.
     http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
   // First of all: a preview host never meets the API's and the dashboard's hooks.
   takeHostsFirst(app);
+  connections.watch(app.server);
   answerServerLevelRequests(app.server, config.publicUrl);
   lingerAfterEarlyAnswers(app.server);
 
   app.setValidatorCompiler(createValidatorCompiler());
   registerJsonBodies(app);
   registerErrorHandler(app, config.publicUrl);
-  refuseWhileClosing(app, config.publicUrl);
-  closeAfterRefusedUpgrades(app);
+  refuseWhileClosing(app, config.publicUrl, connections);
+  closeAfterRefusedUpgrades(app, connections);
   app.addHook('onRequest', refuseUnreadableRequests(config.publicUrl));
   // Before authentication (the auth plugin's hook), so that it holds whatever the credential.
   app.addHook('onRequest', refuseForeignOriginOnMcp(config.publicUrl));
@@ -200,7 +205,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(apiKeysPlugin);
   await app.register(securityLogPlugin);
   await app.register(eventWebhooksPlugin, { ...(options.deliveryOptions ? { delivery: options.deliveryOptions } : {}), ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}) });
-  await app.register(machinesPlugin);
+  await app.register(machinesPlugin, options.machineImageBuild ? { imageBuild: options.machineImageBuild } : {});
   await app.register(runsPlugin);
   await app.register(machineAccessPlugin, { ...(options.toolWait ? { toolWait: options.toolWait } : {}), ...(options.terminalGraceMs !== undefined ? { terminalGraceMs: options.terminalGraceMs } : {}) });
   await app.register(billingPlugin);
@@ -213,6 +218,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   let stopListening = async () => {};
   app.addHook('onReady', async () => {
     if (database.engine === 'postgres') {
+      // Loaded here: it loads pg, which a SQLite service never needs (issue 42).
+      const { listenForSignals } = await import('./db/signal.listener.ts');
       stopListening = listenForSignals(config.databaseUrl, signals.channel, signals.hear, logger);
     } else {
       // SQLite has no NOTIFY: other processes on the file are noticed by their commits, as `elsewhere`.

@@ -36,8 +36,11 @@ export interface MachineSize {
 }
 
 export interface MachinesConfig {
-  /** MACHINE_PROVIDER: `simulated` executes nothing; `docker` runs each machine as a container. */
-  provider: 'simulated' | 'docker';
+  /**
+   * MACHINE_PROVIDER: `docker` runs each machine as a container; `simulated` executes nothing; `auto` (the
+   * default) is Docker where an engine answers at start-up, else simulated (machines/provider-choice.ts).
+   */
+  provider: 'auto' | 'simulated' | 'docker';
   /** How long the simulated provider takes to boot a machine. */
   bootMs: number;
   /** MACHINE_SIZES, in the order given; the first is the default, unless one is named `small`. */
@@ -287,9 +290,9 @@ function parseRole(value: string | undefined): Role {
 }
 
 function parseMachineProvider(value: string | undefined): MachinesConfig['provider'] {
-  if (value === undefined || value === '' || value === 'simulated') return 'simulated';
-  if (value === 'docker') return 'docker';
-  return fail('MACHINE_PROVIDER', 'must be simulated or docker', value);
+  if (value === undefined || value === '' || value === 'auto') return 'auto';
+  if (value === 'docker' || value === 'simulated') return value;
+  return fail('MACHINE_PROVIDER', 'must be auto, docker or simulated', value);
 }
 
 const MEMORY_UNITS: Record<string, number> = { k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };

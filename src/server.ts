@@ -1,7 +1,12 @@
-import { buildApp, type App } from './app.ts';
+import type { App } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { describeStartupFailure, type StartupPhase } from './ops/startup-errors.ts';
 import { describeStartup } from './ops/startup-line.ts';
+import { keepYoungGenerationSmallWhileStarting } from './ops/young-generation.ts';
+
+// Before the service's modules load (hence app.ts imported below, not above): see young-generation.ts.
+const startingDone = keepYoungGenerationSmallWhileStarting();
+const { buildApp } = await import('./app.ts');
 
 /** A start-up that cannot work says why in one line, naming the variable, and exits 1. */
 function exitWith(line: string): never {
@@ -39,9 +44,10 @@ try {
   await Promise.race([app.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
   failedToStart(error, 'listen', config);
 }
+startingDone();
 app.deps.logger.info({ address, role: config.role }, 'listening');
 // For the person who started it: stderr, so that stdout stays JSON lines for log shippers.
-if (config.logLevel !== 'silent') process.stderr.write(`${describeStartup(config, address, app.machineProvider?.warnings?.() ?? [])}\n`);
+if (config.logLevel !== 'silent') process.stderr.write(`${describeStartup(config, address, app.machineHost, app.machineProvider.warnings?.() ?? [])}\n`);
 
 let closing = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {

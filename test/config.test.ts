@@ -47,7 +47,7 @@ describe('loadConfig', () => {
       },
       retention: { periodMs: 30 * 86_400_000 },
       machines: {
-        provider: 'simulated',
+        provider: 'auto',
         bootMs: 2000,
         sizes: {
           small: { cpus: 1, memoryBytes: 1024 ** 3, pids: 512, diskBytes: 10 * 1024 ** 3 },
@@ -82,9 +82,12 @@ describe('loadConfig', () => {
     const config = loadConfig({ MACHINE_PROVIDER: 'simulated', MACHINE_BOOT_MS: '50', JOBS_POLL_INTERVAL_MS: '25' });
     assert.deepEqual({ provider: config.machines.provider, bootMs: config.machines.bootMs }, { provider: 'simulated', bootMs: 50 });
     assert.deepEqual(config.jobs, { pollIntervalMs: 25 });
+    // auto, the default: Docker where an engine answers at start-up, else simulated (machines/provider-choice.ts).
+    for (const value of ['auto', '', undefined]) assert.equal(loadConfig(value === undefined ? {} : { MACHINE_PROVIDER: value }).machines.provider, 'auto', `MACHINE_PROVIDER=${value}`);
+    assert.equal(loadConfig({ MACHINE_PROVIDER: 'docker' }).machines.provider, 'docker');
     assert.deepEqual(loadConfig({ MACHINE_WORKER_INTERVAL_MS: '40' }).jobs, { pollIntervalMs: 40 });
     assert.deepEqual(loadConfig({ MACHINE_WORKER_INTERVAL_MS: '40', JOBS_POLL_INTERVAL_MS: '30' }).jobs, { pollIntervalMs: 30 }, 'the new name wins');
-    for (const [variable, value] of [['MACHINE_PROVIDER', 'firecracker'], ['MACHINE_BOOT_MS', '-1'], ['MACHINE_BOOT_MS', 'soon'], ['MACHINE_WORKER_INTERVAL_MS', '5'], ['JOBS_POLL_INTERVAL_MS', '5']]) {
+    for (const [variable, value] of [['MACHINE_PROVIDER', 'firecracker'], ['MACHINE_PROVIDER', 'Auto'], ['MACHINE_BOOT_MS', '-1'], ['MACHINE_BOOT_MS', 'soon'], ['MACHINE_WORKER_INTERVAL_MS', '5'], ['JOBS_POLL_INTERVAL_MS', '5']]) {
       assert.throws(() => loadConfig({ [variable!]: value }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`${variable} `), `${variable}=${value}`);
     }
   });

@@ -47,7 +47,8 @@ describe('the real server, as a child process', () => {
     database = await freshDatabase(join(dir, 'service.db'));
     const port = await freePort();
     baseUrl = `http://127.0.0.1:${port}`;
-    // SMTP_URL is left unset (mail goes to MAIL_DIR) and the parent's environment is not inherited.
+    // SMTP_URL is left unset (mail goes to MAIL_DIR) and the parent's environment is not inherited. MACHINE_PROVIDER
+    // is left to its default, auto, with DOCKER_HOST where no engine listens: the simulated provider, and the start-up line says so.
     const env = {
       PATH: process.env.PATH ?? '',
       PORT: String(port),
@@ -56,6 +57,7 @@ describe('the real server, as a child process', () => {
       DATABASE_URL: urlWithSchema(database),
       MAIL_DIR: mailDir,
       LOG_LEVEL: 'info',
+      DOCKER_HOST: `unix://${join(dir, 'no-engine.sock')}`,
     };
     child = spawn(process.execPath, ['src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -86,12 +88,12 @@ describe('the real server, as a child process', () => {
     }
   });
 
-  test('start-up prints one line a person reads on stderr (URL, database, mail, provider); stdout stays JSON lines', async () => {
+  test('start-up prints one line a person reads on stderr (URL, database, mail, provider: auto chose simulated, no engine answering); stdout stays JSON lines', async () => {
     // Written as the server starts listening; the pipe may bring it after /healthz answered.
     await waitFor('the start-up line', child, async () => (stderr.includes('\n') ? true : undefined), () => output);
     const lines = stderr.trimEnd().split('\n');
     assert.equal(lines.length, 1, stderr);
-    assert.match(lines[0]!, new RegExp(`^Machine Platform is ready: dashboard and API at ${baseUrl} .* · ${onPostgres ? 'the PostgreSQL database "[^"]+" on \\S+' : 'the SQLite database at \\S*service\\.db'} · mail as \\.eml files in ${mailDir} \\(SMTP_URL is not set\\) · machines on the simulated provider`));
+    assert.match(lines[0]!, new RegExp(`^Machine Platform is ready: dashboard and API at ${baseUrl} .* · ${onPostgres ? 'the PostgreSQL database "[^"]+" on \\S+' : 'the SQLite database at \\S*service\\.db'} · mail as \\.eml files in ${mailDir} \\(SMTP_URL is not set\\) · machines on the simulated provider: they run no commands \\(MACHINE_PROVIDER=auto: no Docker engine at unix://${dir}/no-engine\\.sock\\); for real machines, start a Docker engine \\(or point DOCKER_HOST at one\\) and restart$`));
     const logLines = stdout.trimEnd().split('\n');
     for (const line of logLines) assert.doesNotThrow(() => JSON.parse(line), line);
     assert.ok(logLines.some((line) => JSON.parse(line).msg === 'listening'), stdout);
@@ -154,6 +156,12 @@ describe('the real server, as a child process', () => {
     });
     assert.equal(verify.status, 200);
 
+    // What the machines page reads: auto chose the simulated provider (no engine at DOCKER_HOST).
+    const cookie = (response.headers.get('set-cookie') ?? '').split(';')[0]!;
+    const host = await fetch(`${baseUrl}/api/dashboard/machines`, { headers: { cookie } });
+    assert.equal(host.status, 200);
+    assert.deepEqual(await host.json(), { provider: 'simulated', configured: 'auto', image: null });
+
     // Outside tests the password hash is argon2id at OWASP's cost (m=19 MiB, t=2, p=1).
     const db = connectDatabase(urlWithSchema(database)).db;
     try {
@@ -192,7 +200,7 @@ describe('start-up failures stop the server with one line naming the variable', 
       const child = execFile(
         './node_modules/.bin/node',
         ['src/server.ts'],
-        { cwd: ROOT, env: { PATH: process.env.PATH ?? '', MAIL_DIR: join(dir, 'mail'), LOG_LEVEL: 'warn', ...env }, timeout: 20_000 },
+        { cwd: ROOT, env: { PATH: process.env.PATH ?? '', MAIL_DIR: join(dir, 'mail'), LOG_LEVEL: 'warn', MACHINE_PROVIDER: 'simulated', ...env }, timeout: 20_000 },
         (_error, _stdout, stderr) => done({ code: child.exitCode, stderr }),
       );
     });
@@ -321,6 +329,7 @@ describe('npm start', () => {
         DATABASE_URL: urlWithSchema(database),
         MAIL_DIR: join(dir, 'mail'),
         LOG_LEVEL: 'warn',
+        MACHINE_PROVIDER: 'simulated',
         WEBHOOK_TIMEOUT_MS: String(timeoutMs),
       },
       stdio: ['ignore', 'pipe', 'pipe'],

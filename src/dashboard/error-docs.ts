@@ -176,7 +176,7 @@ const ERROR_DOCS: Record<string, ErrorDoc> = {
   not_supported: {
     status: 409,
     description: 'The machine’s provider does not offer this: the simulated provider has no files, processes or screen.',
-    fix: 'Run the service with `MACHINE_PROVIDER=docker` (see the README’s Real machines section) and use a machine created there.',
+    fix: 'Run the service with `MACHINE_PROVIDER=docker` (see “Real machines on Docker” in docs/machines.md) and use a machine created there.',
   },
   no_display: {
     status: 409,

@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import { Kysely, PostgresAdapter, PostgresDialect, type DatabaseIntrospector, type Dialect } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import { sendStatements } from './pg-statements.ts';
 import { CurrentSchemaIntrospector } from './postgres-introspector.ts';
 import { createGroupCommit, type GroupCommit } from './sqlite-group-commit.ts';
@@ -19,6 +20,9 @@ export interface ConnectOptions {
 }
 
 const INT8_OID = 20;
+
+/** pg, loaded only where the database is PostgreSQL (issue 42: a SQLite service never needs it); CommonJS, so synchronously. */
+const loadPg = () => createRequire(import.meta.url)('pg') as typeof pg;
 
 /**
  * What connectDatabase opened: the Kysely instance, and what the engine under it is. On SQLite, that is also
@@ -48,6 +52,7 @@ export function connectDatabase(url: string, options: ConnectOptions = {}): Data
 }
 
 function createPostgresDialect(url: string, options: ConnectOptions): Dialect {
+  const pg = loadPg();
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? 10,

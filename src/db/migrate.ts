@@ -21,6 +21,7 @@ import * as machineEnvAndImages from './migrations/0018_machine_env_and_images.t
 import * as templates from './migrations/0019_templates.ts';
 import * as machineAutoStop from './migrations/0020_machine_auto_stop.ts';
 import * as machineNetwork from './migrations/0021_machine_network.ts';
+import * as laneAndAttemptLogKeys from './migrations/0022_lane_and_attempt_log_keys.ts';
 import * as hosts from './migrations/0023_hosts.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
@@ -48,6 +49,7 @@ const migrations: Record<string, Migration> = {
   '0019_templates': templates,
   '0020_machine_auto_stop': machineAutoStop,
   '0021_machine_network': machineNetwork,
+  '0022_lane_and_attempt_log_keys': laneAndAttemptLogKeys,
   '0023_hosts': hosts,
 };
 

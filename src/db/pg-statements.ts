@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 
 /**
  * How statements reach PostgreSQL (PG_PREPARED_STATEMENTS), the one place that

@@ -6,6 +6,12 @@ import { SqliteDialect, type DatabaseConnection, type Driver, type SqliteDatabas
 
 const STATEMENT_CACHE_SIZE = 500;
 const CHECKPOINT_INTERVAL_MS = 200;
+/**
+ * The log's size past which the checkpoint thread starts. Until then a checkpoint has little to copy, and the
+ * thread (a V8 isolate of its own, about 15 MB resident) would sit idle in a process that writes little, such as
+ * one just started (issue 42). A log this size costs readers nothing worth counting.
+ */
+const CHECKPOINTER_START_BYTES = 4 * 1024 * 1024;
 /** The write-ahead log's size limit: past it, writers wait for a checkpoint to catch up (see SqliteConnection.logRoom). */
 export const LOG_LIMIT_BYTES = 64 * 1024 * 1024;
 /** Statements that only read: every other statement outside a transaction (a write, or the `begin` of one) first checks the log's room. */
@@ -68,22 +74,32 @@ export function createSqliteDialect(path: string, options: SqliteOptions = {}): 
   database.exec('PRAGMA temp_store = MEMORY');
   // Checkpoints fsync; left to a commit they would stall the event loop for tens of milliseconds.
   database.exec('PRAGMA wal_autocheckpoint = 0');
-  const checkpointer = new Worker(new URL('./sqlite-checkpoint.worker.js', import.meta.url), {
-    workerData: { path, intervalMs: CHECKPOINT_INTERVAL_MS },
-  });
-  checkpointer.unref();
+  // Started once the log passes CHECKPOINTER_START_BYTES (or half its limit, if smaller); never started, closing the
+  // database leaves the checkpoint to SQLite, which makes one as its last connection closes.
+  const startBytes = Math.min(CHECKPOINTER_START_BYTES, logLimitBytes / 2);
+  let checkpointer: Worker | null = null;
   let exited = false;
-  const checkpointerExited = new Promise<void>((resolve) =>
-    checkpointer.once('exit', () => {
+  let checkpointerGone!: () => void;
+  const checkpointerExited = new Promise<void>((resolve) => {
+    checkpointerGone = () => {
       exited = true;
       resolve();
-    }),
-  );
+    };
+  });
+  const startCheckpointer = () => {
+    const thread = new Worker(new URL('./sqlite-checkpoint.worker.js', import.meta.url), {
+      workerData: { path, intervalMs: CHECKPOINT_INTERVAL_MS },
+    });
+    thread.unref();
+    thread.once('exit', checkpointerGone);
+    return thread;
+  };
   let stopping = false;
   const stopCheckpointer = () => {
+    stopping = true;
+    if (checkpointer === null) return checkpointerGone();
     // Unreferenced while it runs so it never keeps a process alive; referenced while it stops, or a process with
     // nothing else to do would exit in the middle of `db.destroy()`.
-    stopping = true;
     checkpointer.ref();
     checkpointer.postMessage('stop');
   };
@@ -92,21 +108,27 @@ export function createSqliteDialect(path: string, options: SqliteOptions = {}): 
   const logRoom = () => {
     if (catchingUp !== undefined || exited) return catchingUp;
     // A missing log (before the first write) is within its limit.
-    if ((statSync(logPath, { throwIfNoEntry: false })?.size ?? 0) <= logLimitBytes) return undefined;
+    const logBytes = statSync(logPath, { throwIfNoEntry: false })?.size ?? 0;
+    if (checkpointer === null) {
+      if (logBytes <= startBytes || stopping) return undefined;
+      checkpointer = startCheckpointer();
+    }
+    if (logBytes <= logLimitBytes) return undefined;
+    const thread = checkpointer;
     catchingUp = new Promise<void>((resolve) => {
       const done = () => {
-        checkpointer.off('message', answered);
-        checkpointer.off('exit', done);
-        if (!stopping) checkpointer.unref();
+        thread.off('message', answered);
+        thread.off('exit', done);
+        if (!stopping) thread.unref();
         catchingUp = undefined;
         resolve();
       };
       const answered = (message: unknown) => message === 'caught-up' && done();
       // Referenced while writers wait for its answer, or a process with nothing else to do would exit before they write.
-      checkpointer.ref();
-      checkpointer.on('message', answered);
-      checkpointer.once('exit', done);
-      checkpointer.postMessage('catch-up');
+      thread.ref();
+      thread.on('message', answered);
+      thread.once('exit', done);
+      thread.postMessage('catch-up');
     });
     return catchingUp;
   };

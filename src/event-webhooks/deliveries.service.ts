@@ -101,7 +101,7 @@ export async function getDelivery(db: Kysely<DB>, accountId: string, id: string)
 export async function retryDelivery(deps: Deps, accountId: string, id: string): Promise<Delivery> {
   const row = await inTransaction(deps.database, async (tx) => {
     const restarted = await restartDelivery(tx.db, accountId, id, deps.clock.now());
-    if (restarted !== undefined) await deps.jobs.enqueue(tx, deliveryJob, [{ id: restarted.id, payload: {}, lane: restarted.endpoint_id }]);
+    if (restarted !== undefined) await deps.jobs.enqueueInLane(tx, deliveryJob, [{ id: restarted.id, payload: {}, lane: restarted.endpoint_id }]);
     return restarted;
   });
   if (row !== undefined) return toDelivery(row);

@@ -3,7 +3,7 @@ import type { Tx } from '../db/transaction.ts';
 import type { Kysely } from 'kysely';
 import type { WebhookConfig } from '../config.ts';
 import type { DB } from '../db/database.ts';
-import { jobType, type Attempt, type LanedJobKind, type LaneAdmission, type Outcome } from '../jobs/job-kind.ts';
+import { lanedJobType, type Attempt, type LanedJobKind, type LaneAdmission, type LanedOutcome } from '../jobs/laned-kind.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Signal } from '../db/signals.ts';
 import { findDeliveriesToSend, recordAttempts, type AttemptRecord, type DeliveryToSend } from './deliveries.repository.ts';
@@ -17,7 +17,7 @@ import { deliveryHeaders } from './signing.ts';
  * A delivery's attempt series is one job, in its endpoint's lane, with the
  * delivery's own id (it has one job at a time): a manual retry is a new job.
  */
-export const deliveryJob = jobType<Record<string, never>>('webhook.delivery');
+export const deliveryJob = lanedJobType<Record<string, never>, DeliveryToSend>('webhook.delivery');
 
 export interface DeliveryOptions {
   /** Attempts in flight to one endpoint at most: a slow receiver ties up only its own lane. */
@@ -55,8 +55,11 @@ type LaneMode = { mode: 'open'; failures: number } | { mode: 'probing'; failures
  * What an attempt came to: recorded as an attempt (the receiver's answer, or
  * why it failed, even before anything was sent), or released without one,
  * because the endpoint is paused or gone, or could not be read (then again at `retryAt`).
+ * A failed probe says how many attempts its endpoint has failed in a row
+ * (`probeFailed`); an attempt failed without a connection because a probe
+ * failed is `notSent`.
  */
-export type DeliveryResult = { recorded: true; attempt: AttemptResult } | { recorded: false; retryAt?: number };
+export type DeliveryResult = { recorded: true; attempt: AttemptResult; probeFailed?: number; notSent?: true } | { recorded: false; retryAt?: number };
 
 export interface DeliveryKindDeps {
   db: Kysely<DB>;
@@ -67,8 +70,6 @@ export interface DeliveryKindDeps {
   config: WebhookConfig;
   /** Changes whenever another process has committed to a shared SQLite file: a copy of an endpoint read before may be stale (see otherProcessesCommits). */
   otherProcessesCommits: () => number;
-  /** The runner's way to fail an endpoint's other due deliveries without sending them. */
-  failDueInLane(lane: string, result: DeliveryResult, error: string, limit: number): Promise<{ touched: number; gaveUp: number }>;
 }
 
 export interface DeliveryKind extends LanedJobKind<Record<string, never>, DeliveryToSend, DeliveryResult> {
@@ -110,21 +111,16 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
     return lane;
   }
 
-  /** A probe failed: the endpoint's other due deliveries fail this attempt too, without a connection. */
-  async function failTheRestOfLane(endpointId: string, failures: number, probe: AttemptResult): Promise<void> {
+  /** A probe failed: the endpoint's other due deliveries fail this attempt too, without a connection (the runner does it, before the probe's own settlement). */
+  function failTheRestOfLane(failures: number, probe: AttemptResult): LanedOutcome<DeliveryResult>['failDueInLane'] {
     const why = `not sent: the endpoint failed its last ${failures} attempts (latest: ${probe.error ?? `status ${probe.status}`}); it is tried again once a second`;
-    try {
-      const notSent: DeliveryResult = { recorded: true, attempt: { ok: false, status: null, body: null, error: why, durationMs: 0 } };
-      const { touched } = await deps.failDueInLane(endpointId, notSent, why, options.notSentPerProbe);
-      metrics.notSent(touched);
-    } catch (err) {
-      logger.error({ err, endpointId }, 'could not record the unsent attempts of a failing endpoint; they wait for the next probe');
-    }
+    const notSent: DeliveryResult = { recorded: true, attempt: { ok: false, status: null, body: null, error: why, durationMs: 0 }, notSent: true };
+    return { result: notSent, error: why, limit: options.notSentPerProbe };
   }
 
   function recordOf({ job, result, settlement, at }: Attempt<Record<string, never>, DeliveryResult>): AttemptRecord {
     const attempt = result.recorded ? result.attempt : { ok: false, status: null, body: null, error: null, durationMs: 0 };
-    const base = { id: job.id, endpointId: job.lane!, ok: attempt.ok, responseStatus: attempt.status, body: attempt.body, error: attempt.error, durationMs: attempt.durationMs, at };
+    const base = { id: job.id, endpointId: job.lane, ok: attempt.ok, responseStatus: attempt.status, body: attempt.body, error: attempt.error, durationMs: attempt.durationMs, at };
     if (settlement.status === 'retry') return { ...base, status: 'pending', nextAttemptAt: settlement.at };
     return { ...base, status: settlement.status === 'done' ? 'delivered' : 'failed', nextAttemptAt: null };
   }
@@ -161,7 +157,6 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
 
   return {
     type: deliveryJob,
-    laned: true,
     concurrency: Infinity,
     retryDelay: (failures) => retryDelay(failures, config),
     load: (jobs) => findDeliveriesToSend(db, jobs.map((job) => job.id)),
@@ -173,7 +168,7 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
     },
 
     async perform(delivery, job, signal) {
-      const endpointId = job.lane!;
+      const endpointId = job.lane;
       let target: EndpointTarget | null;
       try {
         target = await targetOf(endpointId);
@@ -188,17 +183,18 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
       const attempt = await sender.send(target.url, headers, delivery.payload, signal);
       metrics.observeAttempt(attempt);
       const lane = observe(endpointId, attempt.ok);
-      if (probing && lane.mode === 'probing') await failTheRestOfLane(endpointId, lane.failures, attempt);
-      return { recorded: true, attempt };
+      return probing && lane.mode === 'probing' ? { recorded: true, attempt, probeFailed: lane.failures } : { recorded: true, attempt };
     },
 
-    outcomeOf(result): Outcome {
+    outcomeOf(result): LanedOutcome<DeliveryResult> {
       if (!result.recorded) return result.retryAt === undefined ? { status: 'release' } : { status: 'release', at: result.retryAt };
-      return result.attempt.ok ? { status: 'done' } : { status: 'failed', error: result.attempt.error ?? 'failed' };
+      if (result.attempt.ok) return { status: 'done' };
+      const failed = { status: 'failed' as const, error: result.attempt.error ?? 'failed' };
+      return result.probeFailed === undefined ? failed : { ...failed, failDueInLane: failTheRestOfLane(result.probeFailed, result.attempt) };
     },
 
     // Endpoints first: see lockEndpoints.
-    lockBeforeSettling: (tx, attempts) => lockEndpoints(tx.db, [...new Set(attempts.map(({ job }) => job.lane!))]),
+    lockBeforeSettling: (tx, attempts) => lockEndpoints(tx.db, [...new Set(attempts.map(({ job }) => job.lane))]),
 
     async record(tx, attempts) {
       const recorded = attempts.filter((attempt) => attempt.result.recorded);
@@ -206,10 +202,13 @@ export function createDeliveryKind(deps: DeliveryKindDeps, options: DeliveryOpti
       await recordAttempts(tx.db, records);
       await trackFailing(tx, records);
       tx.afterCommit(() => {
-        for (const { settlement } of recorded) {
+        let notSent = 0;
+        for (const { settlement, result } of recorded) {
+          if (result.recorded && result.notSent) notSent += 1;
           if (settlement.status === 'done') metrics.finished('delivered');
           else if (settlement.status === 'gave_up') metrics.finished('failed');
         }
+        metrics.notSent(notSent);
       });
     },
 

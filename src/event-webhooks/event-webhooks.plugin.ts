@@ -11,7 +11,6 @@ import { eventWebhooksRoutes } from './event-webhooks.routes.ts';
 import { endpointHealthMailKinds, healthCheck } from './health.job.ts';
 import { historyRoutes } from './history.routes.ts';
 import { feedKind } from './recovery.job.ts';
-import { createSender } from './sender.ts';
 import { createThreadSender } from './thread-sender.ts';
 import type { ResolveAll } from './targets.ts';
 
@@ -32,7 +31,12 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
     const { deps } = app;
     const config: WebhookConfig = deps.config.webhook;
     // A resolver given in code is a function, which cannot cross to another thread: its attempts stay on this one.
-    const sender = deps.config.performance.webhookSenderThread && options.resolveAll === undefined ? createThreadSender(config, deps.logger, { startNow: deps.config.role !== 'api' }) : createSender(config, options.resolveAll);
+    // The thread starts with the first attempt: most processes make none for a long while, if ever, and an idle
+    // thread holds about 35 MB (issue 42); the first attempt waits for it to start, tens of milliseconds.
+    // sender.ts (and undici with it) is loaded only where attempts are made on this thread.
+    const sender = deps.config.performance.webhookSenderThread && options.resolveAll === undefined
+      ? createThreadSender(config, deps.logger, { startNow: false })
+      : (await import('./sender.ts')).createSender(config, options.resolveAll);
     const metrics = createDeliveryMetrics(app.metrics.registry, () => deps.jobs.count(deliveryJob));
     const kind = createDeliveryKind(
       {
@@ -43,11 +47,10 @@ export const eventWebhooksPlugin = fp<EventWebhooksOptions>(
         metrics,
         config,
         otherProcessesCommits: otherProcessesCommits(deps.database),
-        failDueInLane: (lane, result, error, limit) => app.jobs.failDueInLane(deliveryJob, lane, result, error, limit),
       },
       { ...DEFAULT_DELIVERY_OPTIONS, ...options.delivery },
     );
-    app.jobs.register(kind);
+    app.jobs.registerLaned(kind);
     app.jobs.register(feedKind(deps));
     app.jobs.recur(healthCheck(deps));
     for (const mailKind of endpointHealthMailKinds(deps, app.mailer)) app.jobs.register(mailKind);

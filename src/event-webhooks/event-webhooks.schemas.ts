@@ -70,7 +70,7 @@ export const DeliveriesQuery = Type.Object(
   {
     ...ListQuerySchema.properties,
     endpoint: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only this endpoint' })),
-    status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')], { description: 'Only deliveries in this state' })),
+    status: Type.Optional(Type.Enum(['pending', 'delivered', 'failed'], { type: 'string', description: 'Only deliveries in this state' })),
     eventType: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only deliveries of events of this type' })),
     event: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only the deliveries of this event (evt_…)' })),
   },

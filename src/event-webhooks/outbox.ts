@@ -26,6 +26,6 @@ export async function emitEvent(deps: Deps, tx: Tx, event: NewEvent): Promise<Ev
     work: { deliveryId: delivery.id, eventType: envelope.type, payload: row.payload },
   }));
   // The endpoints were read enabled, so their lanes are open; one paused meanwhile is seen by the attempt, which reads its endpoint again.
-  await deps.jobs.enqueue(tx, deliveryJob, jobs, { alongside: [eventRows(row), deliveryRows(deliveries)], lanesOpen: true });
+  await deps.jobs.enqueueInLane(tx, deliveryJob, jobs, { alongside: [eventRows(row), deliveryRows(deliveries)], lanesOpen: true });
   return envelope;
 }

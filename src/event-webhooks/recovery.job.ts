@@ -34,7 +34,7 @@ export function feedKind(deps: Deps): JobKind<{ endpointId: string }> {
         const batch = await findUnqueued(tx.db, endpointId, FEED_BATCH);
         const now = deps.clock.now();
         await markQueued(tx.db, batch.map((d) => d.deliveryId), now);
-        await deps.jobs.enqueue(tx, deliveryJob, batch.map((work) => ({ id: work.deliveryId, payload: {}, lane: endpointId, work })));
+        await deps.jobs.enqueueInLane(tx, deliveryJob, batch.map((work) => ({ id: work.deliveryId, payload: {}, lane: endpointId, work })));
         return batch.length;
       });
       // A full batch: there may be more; the lane's backlog decides when.

@@ -1,26 +1,14 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Agent, type Dispatcher } from 'undici';
 import type { WebhookConfig } from '../config.ts';
+import { abortMessage, failedBeforeSending, storable, type AttemptResult, type Sender } from './attempt.ts';
 import { ALLOW_PRIVATE_TARGETS_HINT, checkHostLiteral, checkedLookup, createDnsResolver, RefusedTargetError, uncheckedLookup, type ResolveAll } from './targets.ts';
+
+// Where the attempt's types live apart from undici, which only this module loads (see attempt.ts).
+export { abortMessage, failedBeforeSending, type AttemptResult, type Sender } from './attempt.ts';
 
 export const RESPONSE_BODY_LIMIT = 1024;
 const PARSED_URLS_KEPT = 10_000;
-
-export interface AttemptResult {
-  ok: boolean;
-  /** The receiver's HTTP status, or null when no response came. */
-  status: number | null;
-  /** At most the first 1,024 bytes of the response body. */
-  body: string | null;
-  error: string | null;
-  durationMs: number;
-}
-
-export interface Sender {
-  /** One attempt; `signal` ends it early (the process let the delivery go), answered as a failure saying how far it got. */
-  send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<AttemptResult>;
-  close(): Promise<void>;
-}
 
 const USER_AGENT = 'MachinePlatform-Webhooks/1.0';
 
@@ -83,11 +71,6 @@ export function createSender(config: Pick<WebhookConfig, 'timeoutMs' | 'allowPri
   };
 }
 
-/** Receivers answer anything; PostgreSQL text refuses NUL, and one such answer must not sink the batch it is recorded with. */
-function storable(text: string | null): string | null {
-  return text === null ? null : text.replaceAll('\u0000', '\uFFFD');
-}
-
 /**
  * How far an attempt without an answer got, said in its error wherever the
  * failure itself does not say it (a refused connection or an unknown host
@@ -98,16 +81,6 @@ function storable(text: string | null): string | null {
  */
 const NOTHING_SENT = 'nothing was sent';
 const SENT = 'the request was sent';
-
-/** Why an attempt was let go, from its signal. */
-export function abortMessage(signal: AbortSignal): string {
-  return signal.reason instanceof Error ? signal.reason.message : 'aborted';
-}
-
-/** An attempt that failed before anything was sent (a refused target, a stopped sending thread). */
-export function failedBeforeSending(error: string): AttemptResult {
-  return { ok: false, status: null, body: null, error: storable(error), durationMs: 0 };
-}
 
 /**
  * One attempt, as an undici dispatch handler: the status decides the outcome;

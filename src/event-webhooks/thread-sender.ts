@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Worker } from 'node:worker_threads';
 import { perTurn } from '../shared/worker-thread.ts';
 import type { WebhookConfig } from '../config.ts';
-import { abortMessage, failedBeforeSending, type AttemptResult, type Sender } from './sender.ts';
+import { abortMessage, failedBeforeSending, type AttemptResult, type Sender } from './attempt.ts';
 
 export type SenderThreadConfig = Pick<WebhookConfig, 'timeoutMs' | 'allowPrivateTargets'>;
 /** One attempt handed to the thread: its number, then send()'s arguments. */
@@ -13,7 +13,7 @@ export type SendAnswer = [id: number, result: AttemptResult];
 export type AbortRequest = { abort: number; reason: string };
 
 export interface ThreadSenderOptions {
-  /** Start the thread now (a process that makes attempts), not with the first attempt. */
+  /** Start the thread now, not with the first attempt (tests that time the thread's attempts alone). */
   startNow: boolean;
   /** The module the thread runs; tests give one that can be made to fail. */
   entry?: URL;
@@ -24,11 +24,10 @@ export interface ThreadSenderOptions {
  * a worker thread of its own, so that HTTP (TLS, parsing the answers) does
  * not take turns with the jobs, the database and the API on the service's
  * thread. Attempts go over in batches, one message per turn of the event
- * loop, and come back the same way. The thread starts at once where this
- * process makes attempts (so the first waits for nothing), else with the
- * first attempt (a test event sent by an API-only process); if it ever
- * stops, the attempts it held fail (and are retried on their schedule) and
- * the next attempt starts a new one.
+ * loop, and come back the same way. The thread starts with the first
+ * attempt (an idle thread holds memory most processes would never use); if it
+ * ever stops, the attempts it held fail (and are retried on their schedule)
+ * and the next attempt starts a new one.
  */
 export function createThreadSender(config: SenderThreadConfig, logger: FastifyBaseLogger, { startNow, entry = new URL('./sender.worker.ts', import.meta.url) }: ThreadSenderOptions): Sender {
   let worker: Worker | null = null;

@@ -13,11 +13,12 @@ export const localAddress = () => process.env.DOCKER_HOST || 'unix:///var/run/do
 /**
  * At start-up, before the service serves: records the hosts MACHINE_HOSTS
  * names (or, when it names none and none was added, the one host `local` of
- * DOCKER_HOST), then readies every recorded host in the provider, storing the
- * capacity each engine reports. A host that cannot be readied is logged and
- * left to the host watcher, unless it is the only one: then the service
- * cannot place any machine, and its start fails saying why.
- * @throws ConfigError when no host can be readied.
+ * DOCKER_HOST, which the provider's own start readied), readies in the
+ * provider every recorded host not readied yet, and stores the capacity each
+ * engine reports. A host that cannot be readied (its engine down, or its
+ * machine image still being built) is logged, recorded with the capacity its
+ * engine reports if it answers, and left to the host watcher.
+ * @throws ConfigError when no host's engine answers at all.
  */
 export async function readyHosts(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<void> {
   const hosts = provider.hosts;
@@ -29,26 +30,26 @@ export async function readyHosts(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'l
   const byName = new Map(recorded.map((host) => [host.name, host]));
   for (const host of wanted) {
     const known = byName.get(host.name);
-    const row: HostRow = known === undefined ? newHostRow(host.name, host.address, now) : { ...known, address: host.address };
-    byName.set(host.name, row);
+    byName.set(host.name, known === undefined ? newHostRow(host.name, host.address, now) : { ...known, address: host.address });
   }
-  let ready = 0;
+  let answering = 0;
   let lastError: unknown = null;
   for (const host of byName.values()) {
     try {
-      const capacity = await hosts.attach({ name: host.name, address: host.address });
+      const capacity = hosts.capacityOf(host.name) ?? (await hosts.attach({ name: host.name, address: host.address }));
       await upsertHost(deps.db, { ...host, cpus: capacity.cpus, memory_bytes: capacity.memoryBytes, disk_bytes: capacity.diskBytes, last_seen_at: now });
-      ready++;
+      answering++;
     } catch (error) {
       lastError = error;
-      if (byName.size > 1) deps.logger.warn({ err: error, host: host.name }, 'a host could not be readied; its machines wait for it');
-      // Recorded even so (a host named in MACHINE_HOSTS that is down now): the watcher takes it from here.
-      if (!recorded.some((row) => row.name === host.name)) await upsertHost(deps.db, host);
+      deps.logger.warn({ err: error, host: host.name }, 'a host could not be readied yet; the host watcher tries again');
+      const capacity = await hosts.probe(host.address).catch(() => null);
+      if (capacity !== null) answering++;
+      await upsertHost(deps.db, capacity === null ? host : { ...host, cpus: capacity.cpus, memory_bytes: capacity.memoryBytes, disk_bytes: capacity.diskBytes, last_seen_at: now });
     }
   }
-  if (ready === 0) {
+  if (answering === 0 && byName.size > 0) {
     if (lastError instanceof ConfigError) throw lastError;
-    throw new ConfigError(`MACHINE_HOSTS: no host could be readied (${lastError instanceof Error ? lastError.message : String(lastError)})`);
+    throw new ConfigError(`MACHINE_HOSTS: no host's engine answers (${lastError instanceof Error ? lastError.message : String(lastError)})`);
   }
 }
 

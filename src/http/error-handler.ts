@@ -2,9 +2,11 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Connections } from './connections.ts';
 import { AppError } from './errors.ts';
 import { lingerIfAnsweredEarly } from './lingering-close.ts';
 import { buildProblem, PROBLEM_CONTENT_TYPE } from './problem.ts';
+import { closeIfRefusedUpgrade } from './refused-upgrades.ts';
 
 const CODE_BY_CLIENT_STATUS: Record<number, string> = {
   400: 'invalid_request',
@@ -53,8 +55,9 @@ export function sendProblem(reply: FastifyReply, publicUrl: string, status: numb
  * percent-encoding, an over-long path parameter) never reach the error handler,
  * and would otherwise go out as Fastify's plain JSON rather than problem+json.
  */
-export function frameworkErrorHandler(publicUrl: string) {
+export function frameworkErrorHandler(publicUrl: string, connections: Connections) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    closeIfRefusedUpgrade(connections, request, reply);
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       sendProblem(reply, publicUrl, status, CODE_BY_CLIENT_STATUS[status] ?? 'invalid_request', clientMessage(error));
@@ -70,14 +73,13 @@ export function frameworkErrorHandler(publicUrl: string) {
  * (malformed, headers over the size limit, too slow) never becomes a request,
  * so the answer is written to the socket here, as problem+json like every other.
  */
-export function clientErrorHandler(publicUrl: string) {
+export function clientErrorHandler(publicUrl: string, connections: Connections) {
   return (error: NodeJS.ErrnoException, socket: Socket): void => {
     // A reset connection has nobody left to answer.
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     const [status, code, detail] = describeClientError(error.code);
     // An answer to an earlier request on this connection has begun: bytes written now would corrupt it (Node's own rule).
-    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage?.headersSent === true;
-    if (socket.writable && !answering) socket.write(rawProblemResponse(publicUrl, status, code, detail));
+    if (socket.writable && !connections.answering(socket)) socket.write(rawProblemResponse(publicUrl, status, code, detail));
     socket.destroy(error);
   };
 }

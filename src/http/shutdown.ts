@@ -1,14 +1,12 @@
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import type { Connections } from './connections.ts';
 import { sendProblem } from './error-handler.ts';
 import { isLingering } from './lingering-close.ts';
 
 const RETRY_AFTER_SECONDS = '5';
 /** While draining, how often connections with no request in progress are looked for (and closed at the next look). */
 const SWEEP_MS = 50;
-
-/** The response a connection is writing, if a request on it is being handled (Node's own bookkeeping). */
-type ServerSocket = Socket & { _httpMessage?: unknown };
 
 /**
  * How the server drains on close. A request that still arrives (pipelined, or
@@ -23,22 +21,22 @@ type ServerSocket = Socket & { _httpMessage?: unknown };
  * keep-alive timeout (72 s), and a half-sent request until the headers timeout.
  * Register it before any other onRequest hook, so nothing else runs for a refused request.
  */
-export function refuseWhileClosing(app: FastifyInstance, publicUrl: string): void {
+export function refuseWhileClosing(app: FastifyInstance, publicUrl: string, connections: Connections): void {
   let closing = false;
   let sweeper: NodeJS.Timeout | undefined;
-  const connections = new Set<ServerSocket>();
-  app.server.on('connection', (socket: ServerSocket) => {
-    connections.add(socket);
-    socket.once('close', () => connections.delete(socket));
+  const open = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
   });
   // Closed once a connection has had no request in progress for a whole sweep: a request that is just arriving
   // on a fresh connection gets its 503 rather than a reset.
-  let unbusy = new Set<ServerSocket>();
+  let unbusy = new Set<Socket>();
   const closeUnbusyConnections = () => {
-    const now = new Set<ServerSocket>();
-    for (const socket of connections) {
+    const now = new Set<Socket>();
+    for (const socket of open) {
       // A lingering connection has had its answer and closes within its own bound: closing it now could reset the answer away.
-      if (socket._httpMessage || isLingering(socket)) continue;
+      if (connections.busy(socket) || isLingering(socket)) continue;
       if (unbusy.has(socket)) socket.destroy();
       else now.add(socket);
     }

@@ -14,12 +14,20 @@ const common: Options = { allErrors: false, useDefaults: true, removeAdditional:
  * numbers only from plain decimal text (see `refuseLooseNumbers`).
  */
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
-  const strict = addFormats(new Ajv({ ...common, coerceTypes: false }));
+  const strict = createBodyAjv();
   const coercing = addFormats(new Ajv({ ...common, coerceTypes: 'array' }));
   return ({ schema, httpPart }) => {
     if (httpPart === 'body') return strict.compile(schema as object);
     return refuseLooseNumbers(schema as JsonSchema, coercing.compile(schema as object));
   };
+}
+
+/**
+ * The validator of JSON bodies. MCP tools check their arguments with one of these too (mcp/tools.ts), against
+ * the same TypeBox schemas as the HTTP routes, so that a tool and its route refuse the same input.
+ */
+export function createBodyAjv(): Ajv {
+  return addFormats(new Ajv({ ...common, coerceTypes: false }));
 }
 
 interface JsonSchema {

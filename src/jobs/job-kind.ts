@@ -13,6 +13,8 @@ export interface JobType<Payload> {
   readonly name: string;
   /** Never set: carries the payload type. */
   readonly payload?: Payload;
+  /** Never set: a laned kind's type (laned-kind.ts) is not one, so its jobs cannot be enqueued as plain ones. */
+  readonly laned?: false;
 }
 
 export function jobType<Payload>(name: string): JobType<Payload> {
@@ -23,6 +25,7 @@ export function jobType<Payload>(name: string): JobType<Payload> {
 export interface Job<Payload> {
   id: string;
   kind: string;
+  /** Null but for a laned kind's jobs (laned-kind.ts). */
   lane: string | null;
   key: string | null;
   payload: Payload;
@@ -38,7 +41,7 @@ export type Outcome =
   | { status: 'failed'; error: string }
   /** Not a failure: run it again at `at` (recurring work, or work that waits for something). */
   | { status: 'later'; at: number }
-  /** Not attempted: back to the queue, due as it was or at `at`, its attempts as they were (its lane was paused meanwhile, say). */
+  /** Not attempted: back to the queue, due as it was or at `at`, its attempts as they were (what it waits for is not there yet, say). */
   | { status: 'release'; at?: number };
 
 /** The outcome as the queue applies it: a failure becomes a retry or the end, by the kind's retry policy. */
@@ -49,22 +52,6 @@ export type Settlement =
   | { status: 'later'; at: number }
   | { status: 'release'; at?: number };
 
-/** One attempt, settled: what the kind records in its own tables, in the transaction that settles the job. */
-export interface Attempt<Payload, Result> {
-  job: Job<Payload>;
-  result: Result;
-  settlement: Settlement;
-  /** When the attempt ended. */
-  at: number;
-}
-
-/** How many of a lane's jobs may run at once in this process, how many more it holds ready in memory, and not before when. */
-export interface LaneAdmission {
-  limit: number;
-  hold: number;
-  notBefore: number;
-}
-
 /**
  * What a domain says about a kind of job: what one attempt does, how many run
  * at once, how a failure is retried. How jobs are stored, leased, claimed and
@@ -72,7 +59,7 @@ export interface LaneAdmission {
  */
 export interface JobKind<Payload> {
   readonly type: JobType<Payload>;
-  /** Attempts of this kind in flight at once in one process (over all its lanes, for a laned kind). */
+  /** Attempts of this kind in flight at once in one process. */
   readonly concurrency: number;
   /**
    * How long a process holds a job before another may take it over (its
@@ -97,42 +84,6 @@ export interface JobKind<Payload> {
   perform(job: Job<Payload>, signal: AbortSignal): Promise<Outcome>;
 }
 
-/**
- * A kind whose jobs have lanes (an endpoint's deliveries): what it needs
- * besides a plain kind's. Its attempts read what they need in one go, answer
- * a result of their own, are admitted lane by lane, and are recorded in the
- * domain's tables in the transaction that settles them.
- */
-export interface LanedJobKind<Payload, Work, Result> extends Omit<JobKind<Payload>, 'perform'> {
-  readonly laned: true;
-  /** Jobs in flight per lane, and not before when (a failing lane is slowed down). */
-  admit(lane: string): LaneAdmission;
-  /** Turns claimed jobs into what `perform` needs, reading it in one go; null for a job whose subject is gone (it is dropped). */
-  load(jobs: Job<Payload>[]): Promise<Array<Work | null>>;
-  /** One attempt, as a plain kind's, with what `load` read for it (or what the enqueuer handed over). */
-  perform(work: Work, job: Job<Payload>, signal: AbortSignal): Promise<Result>;
-  outcomeOf(result: Result): Outcome;
-  /**
-   * Runs first in the transaction that settles attempts of this kind, before
-   * their jobs are touched, with every attempt of the batch (held or not): it
-   * locks the rows that other transactions lock before a lane's jobs (the
-   * lane's owner, whose delete takes its jobs with it), so that every
-   * transaction takes its locks in the same order and none can deadlock.
-   */
-  lockBeforeSettling?(tx: Tx, attempts: Array<Attempt<Payload, Result>>): Promise<void>;
-  /** Records attempts in the domain's tables, in the transaction that settles their jobs; only jobs this process still held are passed. */
-  record?(tx: Tx, attempts: Array<Attempt<Payload, Result>>): Promise<void>;
-}
 
-/** A kind, whatever its types, as domains hand it to the jobs module (`any`: each kind's own types are checked where it is written). */
-export type AnyJobKind = JobKind<any> | LanedJobKind<any, any, any>;
-
-/** A kind as the runner runs it: a plain kind is a laned one that loads nothing, records nothing and admits by its concurrency. */
-export type RunnableKind = Omit<LanedJobKind<unknown, unknown, unknown>, 'laned' | 'admit' | 'load' | 'outcomeOf'> &
-  Partial<Pick<LanedJobKind<unknown, unknown, unknown>, 'admit' | 'load' | 'outcomeOf'>>;
-
-export function runnable(kind: AnyJobKind): RunnableKind {
-  if ('laned' in kind) return kind as LanedJobKind<unknown, unknown, unknown>;
-  const plain = kind as JobKind<unknown>;
-  return { type: plain.type, concurrency: plain.concurrency, leaseMs: plain.leaseMs, retryDelay: (failures) => plain.retryDelay(failures), perform: (_work, job, signal) => plain.perform(job, signal) };
-}
+/** A plain kind, whatever its payload, as domains hand it to the jobs module (`any`: each kind's own types are checked where it is written). */
+export type AnyJobKind = JobKind<any>;

@@ -1,19 +1,20 @@
 import fp from 'fastify-plugin';
 import { inTransaction } from '../db/transaction.ts';
-import type { AnyJobKind, JobType } from './job-kind.ts';
+import type { AnyJobKind } from './job-kind.ts';
+import type { AnyLanedJobKind } from './laned-kind.ts';
 import { ensureRecurring, recurringKind, type Recurring } from './recurring.ts';
-import type { FailedWithoutAttempt, Runner } from './runner.ts';
+import type { Runner } from './runner.ts';
 
 /** The jobs module as the app exposes it to domains (registering kinds) and to tests (draining). */
 export interface Jobs {
   /** Domains register the kinds of job they define; a process whose role runs no jobs (ROLE=api) keeps none. */
   register(kind: AnyJobKind): void;
+  /** A kind whose jobs have lanes (laned-kind.ts), likewise. */
+  registerLaned(kind: AnyLanedJobKind): void;
   /** Registers recurring work, and makes sure of its one job once the app is ready (every process, whatever its role). */
   recur(recurring: Recurring): void;
   /** Runs what is due now, and what that makes due now, until nothing is: tests call it after moving the clock. */
   drain(): Promise<void>;
-  /** Fails up to `limit` due jobs of a lane without attempting them, as if attempted with `result` (see Runner). */
-  failDueInLane<Payload>(type: JobType<Payload>, lane: string, result: unknown, error: string, limit: number): Promise<FailedWithoutAttempt>;
 }
 
 declare module 'fastify' {
@@ -34,12 +35,12 @@ export const jobsPlugin = fp<JobsPluginOptions>(
   async (app, { runner, stopGraceMs }) => {
     app.decorate('jobs', {
       register: (kind: AnyJobKind) => runner?.register(kind),
+      registerLaned: (kind: AnyLanedJobKind) => runner?.registerLaned(kind),
       recur: (recurring: Recurring) => {
         runner?.register(recurringKind(app.deps.clock, recurring));
         app.addHook('onReady', async () => inTransaction(app.deps.database, (tx) => ensureRecurring(app.deps.jobs, tx, app.deps.clock, recurring)));
       },
       drain: async () => runner?.drain(),
-      failDueInLane: async (type, lane, result, error, limit) => runner?.failDueInLane(type.name, lane, result, error, limit) ?? { touched: 0, gaveUp: 0 },
     } satisfies Jobs);
     if (runner === null) return;
     app.deps.signals.subscribe((signal) => {

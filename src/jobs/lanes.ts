@@ -1,27 +1,27 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock, Timer } from '../shared/clock.ts';
-import type { Job, LaneAdmission, RunnableKind } from './job-kind.ts';
+import type { Job, JobKind } from './job-kind.ts';
+import type { LaneAdmission, LanedJobKind } from './laned-kind.ts';
 
 /** A kind as a runner keeps it: how long its leases last, and its attempts in flight in this process. */
-export interface Kind {
-  kind: RunnableKind;
+export type Kind = {
   name: string;
   leaseMs: number;
   inFlight: number;
   /** Lanes with jobs waiting for one of the kind's slots. */
   waiting: Set<Lane>;
-}
+} & ({ laned: false; kind: JobKind<unknown> } | { laned: true; kind: LanedJobKind<unknown, unknown, unknown> });
 
-/** A job held by this runner, with what its kind loaded for it or what the enqueuer handed over (undefined: not loaded yet). */
+/** A job held by this runner; a laned kind's, with what its kind loaded for it or what the enqueuer handed over (undefined: not loaded yet). */
 export interface HeldJob {
   job: Job<unknown>;
-  work: unknown;
+  work?: unknown;
 }
 
 /** Jobs of one kind and lane that this runner holds: those waiting in memory, and how many are in flight. */
 export interface Lane {
   kind: Kind;
-  /** Null: the kind's jobs without a lane. */
+  /** Null for a plain kind: its jobs are one queue, admitted by the kind's concurrency alone. */
   name: string | null;
   queue: HeldJob[];
   inFlight: number;
@@ -191,9 +191,9 @@ export function createLanes(deps: LaneDeps): Lanes {
   };
 }
 
-/** A lane's jobs may run `limit` at once and a runner holds `hold` more of them in memory; the kind may slow a lane down. */
+/** A lane's jobs may run `limit` at once and a runner holds `hold` more of them in memory; a laned kind may slow a lane down. */
 function admissionOf(lane: Pick<Lane, 'kind' | 'name'>): LaneAdmission {
-  const { kind } = lane.kind;
-  if (lane.name !== null && kind.admit) return kind.admit(lane.name);
-  return { limit: kind.concurrency, notBefore: 0, hold: 0 };
+  const { kind } = lane;
+  if (kind.laned && lane.name !== null) return kind.kind.admit(lane.name);
+  return { limit: kind.kind.concurrency, notBefore: 0, hold: 0 };
 }

@@ -75,7 +75,7 @@ export function createPolling(deps: PollingDeps, pollIntervalMs: number): Pollin
       try {
         const now = clock.now();
         for (const kind of kinds.values()) {
-          if (kind.kind.admit === undefined) continue;
+          if (!kind.laned) continue;
           for (const name of await dueLanes(db, kind.name, now)) {
             if (stopped) return;
             deps.due(kind, name);

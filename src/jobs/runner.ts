@@ -5,7 +5,8 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../db/connect.ts';
 import type { DB } from '../db/database.ts';
 import type { Clock } from '../shared/clock.ts';
-import { DEFAULT_LEASE_MS, runnable, type AnyJobKind, type Job, type Outcome } from './job-kind.ts';
+import { DEFAULT_LEASE_MS, type AnyJobKind, type Job, type Outcome } from './job-kind.ts';
+import type { AnyLanedJobKind, LanedJob, LanedOutcome } from './laned-kind.ts';
 import { createLanes, type HeldJob, type Kind, type Lane, type Lanes } from './lanes.ts';
 import { createLeases, type Leases } from './leases.ts';
 import { createPolling, type Polling } from './polling.ts';
@@ -33,34 +34,22 @@ export interface RunnerDeps {
   logger: FastifyBaseLogger;
 }
 
-export interface FailedWithoutAttempt {
-  /** Jobs failed. */
-  touched: number;
-  /** Of those, jobs whose retries were used up. */
-  gaveUp: number;
-}
-
 /** The runner of one process: claims due jobs, runs them within each kind's and lane's limits, settles their outcomes. */
 export interface Runner {
   readonly id: string;
   register(kind: AnyJobKind): void;
+  registerLaned(kind: AnyLanedJobKind): void;
   isRegistered(kind: string): boolean;
   /** How long a lease on a job of this kind lasts. */
   leaseMs(kind: string): number;
   /** Whether a job of this kind and lane, due now, can start here at once (an enqueue then leases it to this runner). */
   accepts(kind: string, lane: string | null): boolean;
-  /** Jobs an enqueue leased to this runner, once that enqueue has committed; `work` when the enqueuer had it. */
+  /** Jobs an enqueue leased to this runner, once that enqueue has committed; `work` when the enqueuer of a laned kind's jobs had it. */
   handover(kind: string, held: Array<{ job: Job<unknown>; work?: unknown }>): void;
   /** Something may be due now. */
   wake(): void;
   /** Something falls due at `at`. */
   wakeAt(at: number): void;
-  /**
-   * Fails up to `limit` due jobs of a lane without attempting them, each by
-   * its kind's retry policy, as if attempted with `result` (its other jobs,
-   * when an attempt showed the lane's target is down).
-   */
-  failDueInLane(kind: string, lane: string, result: unknown, error: string, limit: number): Promise<FailedWithoutAttempt>;
   start(): void;
   /**
    * Takes nothing more, lets attempts in flight finish (for at most `graceMs`)
@@ -101,8 +90,13 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
   const settlements = createSettlements({ database, logger, runnerId: id, letGo: leases.letGo }, options.settleBatchMs);
   const lanes = createLanes({ clock, logger, stopping: () => stopping, claim: (lane, room) => claimInto(parts, lane, room), start });
   const polling = createPolling({ db, clock, logger, kinds, due: lanes.markDue }, options.pollIntervalMs);
-  const parts: Parts = { db, clock, logger, runnerId: id, leases, settlements, polling, stopping: () => stopping };
+  const parts: Parts = { db, clock, logger, runnerId: id, leases, settlements, polling, lanes, stopping: () => stopping };
   const claimsAndPoll = () => [...lanes.claims, ...(polling.current ? [polling.current] : [])];
+
+  function add(kind: Kind): void {
+    if (kinds.has(kind.name)) throw new Error(`job kind ${kind.name} is registered twice`);
+    kinds.set(kind.name, kind);
+  }
 
   function kindOf(name: string): Kind {
     const kind = kinds.get(name);
@@ -151,8 +145,10 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
   return {
     id,
     register(kind) {
-      if (kinds.has(kind.type.name)) throw new Error(`job kind ${kind.type.name} is registered twice`);
-      kinds.set(kind.type.name, { kind: runnable(kind), name: kind.type.name, leaseMs: kind.leaseMs ?? DEFAULT_LEASE_MS, inFlight: 0, waiting: new Set() });
+      add({ laned: false, kind, name: kind.type.name, leaseMs: kind.leaseMs ?? DEFAULT_LEASE_MS, inFlight: 0, waiting: new Set() });
+    },
+    registerLaned(kind) {
+      add({ laned: true, kind, name: kind.type.name, leaseMs: kind.leaseMs ?? DEFAULT_LEASE_MS, inFlight: 0, waiting: new Set() });
     },
     isRegistered: (kind) => kinds.has(kind),
     leaseMs: (kind) => kindOf(kind).leaseMs,
@@ -167,7 +163,6 @@ export function createRunner(deps: RunnerDeps, options: RunnerOptions = DEFAULT_
     },
     wake: polling.wake,
     wakeAt: polling.wakeAt,
-    failDueInLane: (kind, lane, result, error, limit) => failDueInLane(parts, lanes, kindOf(kind), lane, result, error, limit),
     start() {
       if (started) return;
       started = true;
@@ -203,10 +198,11 @@ interface Parts {
   leases: Leases;
   settlements: Settlements;
   polling: Polling;
+  lanes: Lanes;
   stopping(): boolean;
 }
 
-/** Claims up to `room` due jobs for the lane, and loads what they need. */
+/** Claims up to `room` due jobs for the lane, and, for a laned kind, loads what they need. */
 async function claimInto(parts: Parts, lane: Lane, room: number): Promise<void> {
   const { db, clock, runnerId: id, leases } = parts;
   const kind = lane.kind;
@@ -216,7 +212,14 @@ async function claimInto(parts: Parts, lane: Lane, room: number): Promise<void> 
   const rows = claimed.filter((row) => !leases.has(row.id));
   if (rows.length === 0 || parts.stopping()) return void (await returnJobs(db, id, parts.stopping() ? rows.map((row) => row.id) : []));
   const jobs = rows.map((row) => toJob<unknown>(row));
-  const works = kind.kind.load ? await kind.kind.load(jobs) : jobs;
+  if (!kind.laned) {
+    for (const job of jobs) {
+      leases.hold(kind.name, kind.leaseMs, job);
+      lane.queue.push({ job });
+    }
+    return;
+  }
+  const works = await kind.kind.load(jobs as Array<LanedJob<unknown>>);
   const gone: string[] = [];
   jobs.forEach((job, i) => {
     const work = works[i];
@@ -226,12 +229,12 @@ async function claimInto(parts: Parts, lane: Lane, room: number): Promise<void> 
       lane.queue.push({ job, work });
     }
   });
-  // Their subject no longer exists (a deleted machine, say): nothing to do, ever.
+  // Their subject no longer exists (a deleted endpoint's delivery, say): nothing to do, ever.
   if (gone.length > 0) await completeJobs(db, id, gone);
 }
 
 async function attemptJob(parts: Parts, kind: Kind, held: HeldJob): Promise<void> {
-  const { db, clock, logger, runnerId: id, leases } = parts;
+  const { db, clock, runnerId: id, leases } = parts;
   const { job } = held;
   const now = clock.now();
   if (job.leaseUntil - now < kind.leaseMs / 2) {
@@ -242,47 +245,81 @@ async function attemptJob(parts: Parts, kind: Kind, held: HeldJob): Promise<void
   const controller = new AbortController();
   const lease = leases.get(job.id);
   if (lease !== undefined) lease.attempt = controller;
+  const ended = kind.laned ? await attemptLaned(parts, kind, held, controller.signal) : await attemptPlain(parts, kind, job, controller.signal);
+  if (lease !== undefined) lease.attempt = null;
+  if (ended !== null) parts.settlements.queue(ended);
+}
+
+type PlainKind = Extract<Kind, { laned: false }>;
+type LanedKind = Extract<Kind, { laned: true }>;
+
+async function attemptPlain(parts: Parts, kind: PlainKind, job: Job<unknown>, signal: AbortSignal): Promise<Ended> {
+  let outcome: Outcome;
+  try {
+    outcome = await kind.kind.perform(job, signal);
+  } catch (err) {
+    outcome = failedAttempt(parts, kind, job, err);
+  }
+  return endedAttempt(parts, kind, job, outcome);
+}
+
+/** A laned kind's attempt, with what it needs; null when its subject is gone (the job is dropped). */
+async function attemptLaned(parts: Parts, kind: LanedKind, held: HeldJob, signal: AbortSignal): Promise<Ended | null> {
+  const { db, runnerId: id, leases } = parts;
+  const job = held.job as LanedJob<unknown>;
   // Handed over without what it needs: loaded now, as a claim would have.
-  const work = held.work !== undefined ? held.work : kind.kind.load ? (await kind.kind.load([job]))[0] : job;
+  const work = held.work !== undefined ? held.work : (await kind.kind.load([job]))[0];
   if (work === null || work === undefined) {
     await completeJobs(db, id, [job.id]).finally(() => leases.letGo(job.id));
-    return;
+    return null;
   }
   let result: unknown;
-  let outcome: Outcome;
+  let outcome: LanedOutcome<unknown>;
   let hasResult = true;
   try {
-    result = await kind.kind.perform(work, job, controller.signal);
-    outcome = kind.kind.outcomeOf ? kind.kind.outcomeOf(result) : (result as Outcome);
+    result = await kind.kind.perform(work, job, signal);
+    outcome = kind.kind.outcomeOf(result);
   } catch (err) {
     hasResult = false;
-    logger.warn({ err, kind: kind.name, jobId: job.id, attempts: job.attempts + 1 }, 'a job attempt failed');
-    outcome = { status: 'failed', error: errorMessage(err) };
+    outcome = failedAttempt(parts, kind, job, err);
   }
-  if (lease !== undefined) lease.attempt = null;
-  parts.settlements.queue(endedAttempt(parts, kind, job, outcome, result, hasResult));
+  if (outcome.failDueInLane !== undefined) await failDueInLane(parts, kind, job.lane, outcome.failDueInLane);
+  return endedAttempt(parts, kind, job, outcome, { kind: kind.kind, result, hasResult });
+}
+
+function failedAttempt(parts: Parts, kind: Kind, job: Job<unknown>, err: unknown): Outcome {
+  parts.logger.warn({ err, kind: kind.name, jobId: job.id, attempts: job.attempts + 1 }, 'a job attempt failed');
+  return { status: 'failed', error: errorMessage(err) };
 }
 
 /** The attempt's settlement, by its kind's retry policy; the runner wakes when the job falls due again. */
-function endedAttempt(parts: Parts, kind: Kind, job: Job<unknown>, outcome: Outcome, result: unknown, hasResult: boolean): Ended {
+function endedAttempt(parts: Parts, kind: Kind, job: Job<unknown>, outcome: Outcome, laned?: Ended['laned']): Ended {
   const at = parts.clock.now();
   const settlement = settlementOf(kind.kind, job, outcome, at);
   const dueAt = dueAgainAt(settlement);
   if (dueAt !== undefined) parts.polling.wakeAt(dueAt);
-  return { kind: kind.kind, attempt: { job, result, settlement, at }, hasResult };
+  return laned === undefined ? { job, settlement, at } : { job, settlement, at, laned };
 }
 
-/** The lane's jobs held here, waiting their turn, first; then those due in the database that no one holds. */
-async function failDueInLane(parts: Parts, lanes: Lanes, kind: Kind, laneName: string, result: unknown, error: string, limit: number): Promise<FailedWithoutAttempt> {
-  const { db, clock, runnerId: id, leases } = parts;
-  const now = clock.now();
-  const held = lanes.take(kind, laneName, limit);
-  const rows = held.length < limit ? await claimJobs(db, { kind: kind.name, lane: laneName, runner: id, now, leaseUntil: now + kind.leaseMs, limit: limit - held.length }) : [];
-  const claimed = rows.filter((row) => !leases.has(row.id)).map((row) => toJob<unknown>(row));
-  for (const job of claimed) leases.hold(kind.name, kind.leaseMs, job);
-  const batch = [...held, ...claimed].map((job) => endedAttempt(parts, kind, job, { status: 'failed', error }, result, true));
-  await parts.settlements.write(batch);
-  return { touched: batch.length, gaveUp: batch.filter(({ attempt }) => attempt.settlement.status === 'gave_up').length };
+/**
+ * Fails up to `limit` due jobs of the lane without attempting them, as if
+ * attempted with `result`: those held here, waiting their turn, first; then
+ * those due in the database that no one holds. Settled at once, before the
+ * attempt that asked for it.
+ */
+async function failDueInLane(parts: Parts, kind: LanedKind, laneName: string, failing: { result: unknown; error: string; limit: number }): Promise<void> {
+  const { db, clock, logger, runnerId: id, leases } = parts;
+  const { result, error, limit } = failing;
+  try {
+    const now = clock.now();
+    const held = parts.lanes.take(kind, laneName, limit);
+    const rows = held.length < limit ? await claimJobs(db, { kind: kind.name, lane: laneName, runner: id, now, leaseUntil: now + kind.leaseMs, limit: limit - held.length }) : [];
+    const claimed = rows.filter((row) => !leases.has(row.id)).map((row) => toJob<unknown>(row));
+    for (const job of claimed) leases.hold(kind.name, kind.leaseMs, job);
+    await parts.settlements.write([...held, ...claimed].map((job) => endedAttempt(parts, kind, job, { status: 'failed', error }, { kind: kind.kind, result, hasResult: true })));
+  } catch (err) {
+    logger.error({ err, kind: kind.name, lane: laneName }, "could not fail a lane's due jobs without attempting them; they wait for their turn");
+  }
 }
 
 /** Waits until no attempt is in flight (nor any of `others`), or until `until` (performance.now(); Infinity: no timer at all). */

@@ -1,21 +1,29 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/connect.ts';
 import { inTransaction } from '../db/transaction.ts';
-import type { Attempt, Job, Outcome, RunnableKind, Settlement } from './job-kind.ts';
+import type { Job, JobKind, Outcome, Settlement } from './job-kind.ts';
+import type { Attempt, LanedJob, LanedJobKind } from './laned-kind.ts';
 import { completeJobs } from './sql/completeJobs.ts';
 import { rescheduleJobs } from './sql/rescheduleJobs.ts';
 import { returnJobs } from './sql/returnJobs.ts';
 
 /** An attempt waiting for its settlement to be written. */
 export interface Ended {
-  kind: RunnableKind;
-  attempt: Attempt<unknown, unknown>;
-  /** False when the attempt threw: the job is settled, but there is no result to record. */
-  hasResult: boolean;
+  job: Job<unknown>;
+  settlement: Settlement;
+  /** When the attempt ended. */
+  at: number;
+  /** A laned kind's attempt: its kind locks and records it in the settling transaction. */
+  laned?: {
+    kind: LanedJobKind<unknown, unknown, unknown>;
+    result: unknown;
+    /** False when the attempt threw: the job is settled, but there is no result to record. */
+    hasResult: boolean;
+  };
 }
 
 /** The kind's retry policy, applied: the one place a failure becomes a retry or the end. */
-export function settlementOf(kind: RunnableKind, job: Job<unknown>, outcome: Outcome, at: number): Settlement {
+export function settlementOf(kind: Pick<JobKind<unknown>, 'retryDelay'>, job: Job<unknown>, outcome: Outcome, at: number): Settlement {
   if (outcome.status !== 'failed') return outcome;
   const delay = kind.retryDelay(job.attempts + 1);
   if (delay === null) return { status: 'gave_up', error: outcome.error };
@@ -69,7 +77,7 @@ export function createSettlements(deps: SettlementDeps, batchMs: number): Settle
     try {
       await writeTogetherOrEachAlone(batch);
     } finally {
-      for (const { attempt } of batch) deps.letGo(attempt.job.id);
+      for (const { job } of batch) deps.letGo(job.id);
     }
   }
 
@@ -78,14 +86,14 @@ export function createSettlements(deps: SettlementDeps, batchMs: number): Settle
     try {
       return await writeInOneTransaction(database, runnerId, batch);
     } catch (err) {
-      if (batch.length === 1) return void logger.error({ err, jobId: batch[0]!.attempt.job.id }, 'could not settle a job; it will be attempted again');
+      if (batch.length === 1) return void logger.error({ err, jobId: batch[0]!.job.id }, 'could not settle a job; it will be attempted again');
       logger.warn({ err, count: batch.length }, 'could not settle a batch of jobs; settling them one by one');
     }
     for (const ended of batch) {
       try {
         await writeInOneTransaction(database, runnerId, [ended]);
       } catch (err) {
-        logger.error({ err, jobId: ended.attempt.job.id }, 'could not settle a job; it will be attempted again');
+        logger.error({ err, jobId: ended.job.id }, 'could not settle a job; it will be attempted again');
       }
     }
   }
@@ -108,29 +116,30 @@ async function writeInOneTransaction(database: Database, runnerId: string, batch
     const finished: string[] = [];
     const rescheduled: Array<{ id: string; run_at: number; attempts: number; last_error: string | null }> = [];
     const released: string[] = [];
-    for (const { attempt } of batch) {
-      const { job, settlement } = attempt;
+    for (const { job, settlement } of batch) {
       if (settlement.status === 'done' || settlement.status === 'gave_up') finished.push(job.id);
       else if (settlement.status === 'retry') rescheduled.push({ id: job.id, run_at: settlement.at, attempts: job.attempts + 1, last_error: settlement.error });
       else if (settlement.status === 'later') rescheduled.push({ id: job.id, run_at: settlement.at, attempts: 0, last_error: null });
       else if (settlement.at !== undefined) rescheduled.push({ id: job.id, run_at: settlement.at, attempts: job.attempts, last_error: null });
       else released.push(job.id);
     }
-    for (const [kind, attempts] of attemptsByKind(batch, ({ kind }) => kind.lockBeforeSettling !== undefined)) await kind.lockBeforeSettling!(tx, attempts);
+    for (const [kind, attempts] of lanedAttemptsByKind(batch, (_, laned) => laned.kind.lockBeforeSettling !== undefined)) await kind.lockBeforeSettling!(tx, attempts);
     const held = new Set([...(await completeJobs(tx.db, runnerId, finished)), ...(await rescheduleJobs(tx.db, runnerId, rescheduled))]);
     await returnJobs(tx.db, runnerId, released);
-    const recorded = attemptsByKind(batch, ({ kind, attempt, hasResult }) => hasResult && held.has(attempt.job.id) && kind.record !== undefined);
+    const recorded = lanedAttemptsByKind(batch, ({ job }, laned) => laned.hasResult && held.has(job.id) && laned.kind.record !== undefined);
     for (const [kind, attempts] of recorded) await kind.record!(tx, attempts);
   });
 }
 
-function attemptsByKind(batch: Ended[], include: (ended: Ended) => boolean): Map<RunnableKind, Array<Attempt<unknown, unknown>>> {
-  const byKind = new Map<RunnableKind, Array<Attempt<unknown, unknown>>>();
+/** The batch's attempts of laned kinds that `include` takes, by kind, as the kinds see them. */
+function lanedAttemptsByKind(batch: Ended[], include: (ended: Ended, laned: NonNullable<Ended['laned']>) => boolean) {
+  const byKind = new Map<LanedJobKind<unknown, unknown, unknown>, Array<Attempt<unknown, unknown>>>();
   for (const ended of batch) {
-    if (!include(ended)) continue;
-    const attempts = byKind.get(ended.kind) ?? [];
-    attempts.push(ended.attempt);
-    byKind.set(ended.kind, attempts);
+    const { laned } = ended;
+    if (laned === undefined || !include(ended, laned)) continue;
+    const attempts = byKind.get(laned.kind) ?? [];
+    attempts.push({ job: ended.job as LanedJob<unknown>, result: laned.result, settlement: ended.settlement, at: ended.at });
+    byKind.set(laned.kind, attempts);
   }
   return byKind;
 }

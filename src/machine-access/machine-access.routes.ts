@@ -1,13 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { accountIdOf } from '../http/auth.ts';
-import { responses, Timestamp } from '../http/schemas.ts';
+import { responses } from '../http/schemas.ts';
 import {
   deletePath,
   FILE_WRITE_LIMIT,
   getProcess,
   listProcesses,
-  OUTPUT_WAIT_LIMIT_MS,
   readPath,
   readProcessOutput,
   sendProcessInput,
@@ -15,43 +14,19 @@ import {
   startProcess,
   writeFile,
 } from './machine-access.service.ts';
-import { AbsolutePath, Command, CommandEnv } from '../runs/runs.schemas.ts';
-
-const strict = { additionalProperties: false } as const;
-const MachineParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }) }, strict);
-const ProcessParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 100 }), procId: Type.String({ pattern: '^proc_[0-9a-z]{26}$' }) }, strict);
-const PathQuery = Type.Object({ path: AbsolutePath }, strict);
-
-export const FileEntrySchema = Type.Object({
-  name: Type.String(),
-  type: Type.Union([Type.Literal('file'), Type.Literal('directory'), Type.Literal('symlink')]),
-  size: Type.Integer({ description: 'Bytes (of the link itself, for a symlink)' }),
-  modifiedAt: Timestamp,
-});
-export const DirectorySchema = Type.Object({ path: Type.String(), entries: Type.Array(FileEntrySchema) });
-
-const EndReason = Type.Union([Type.Literal('exited'), Type.Literal('machine-stopped'), Type.Literal('lost'), Type.Null()], {
-  description: 'Why it ended: `exited` (by itself or a signal), `machine-stopped` (the machine stopped under it), `lost` (its supervisor in the machine died); null while it runs',
-});
-export const ProcessSchema = Type.Object({
-  id: Type.String({ description: 'proc_…' }),
-  command: Type.String(),
-  pid: Type.Integer({ description: "Its process id in the machine (and its process group's)" }),
-  status: Type.Union([Type.Literal('running'), Type.Literal('exited')]),
-  exitCode: Type.Union([Type.Integer(), Type.Null()], { description: 'Null while it runs, or when the machine stopped under it' }),
-  endReason: EndReason,
-  startedAt: Timestamp,
-});
-export const ProcessOutputSchema = Type.Object({
-  stdout: Type.String(),
-  stderr: Type.String(),
-  offset: Type.Integer({ description: 'Pass it as `offset` to read on: bytes of stdout and stderr together, in the order they came' }),
-  dropped: Type.Integer({ description: 'Bytes before this output the machine no longer keeps (it keeps the last 64 MiB of a process\'s output): the read started at the oldest byte kept' }),
-  running: Type.Boolean(),
-  exitCode: Type.Union([Type.Integer(), Type.Null()]),
-  endReason: EndReason,
-});
-export const ProcessSignalName = Type.Union([Type.Literal('TERM'), Type.Literal('KILL'), Type.Literal('INT'), Type.Literal('HUP')]);
+import {
+  DeleteFileQuery,
+  DirectorySchema,
+  MachineParams,
+  PathQuery,
+  ProcessInputBody,
+  ProcessOutputQuery,
+  ProcessOutputSchema,
+  ProcessParams,
+  ProcessSchema,
+  ProcessSignalBody,
+  StartProcessBody,
+} from './machine-access.schemas.ts';
 
 const filesTags = ['machine files'];
 const processesTags = ['machine processes'];
@@ -88,7 +63,7 @@ export const machineAccessRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: filesTags,
       summary: 'Delete a file (or a directory with recursive=true)',
       params: MachineParams,
-      querystring: Type.Object({ path: AbsolutePath, recursive: Type.Optional(Type.Boolean()) }, strict),
+      querystring: DeleteFileQuery,
     },
   }, async (request, reply) => {
     await deletePath(deps, provider, accountIdOf(request), request.params.id, request.query.path, request.query.recursive ?? false);
@@ -102,7 +77,7 @@ export const machineAccessRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: processesTags,
       summary: 'Start a background process (/bin/sh -c, as root): it runs until it ends or the machine stops',
       params: MachineParams,
-      body: Type.Object({ command: Command, cwd: Type.Optional(AbsolutePath), env: Type.Optional(CommandEnv) }, strict),
+      body: StartProcessBody,
       response: responses({ 201: ProcessSchema }),
     },
   }, async (request, reply) => reply.code(201).send(await startProcess(deps, provider, accountIdOf(request), request.params.id, request.body)));
@@ -120,23 +95,20 @@ export const machineAccessRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: processesTags,
       summary: "A process's output from an offset on (at most 1 MiB a read), waiting up to waitMs for more",
       params: ProcessParams,
-      querystring: Type.Object({
-        offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 2 ** 48, default: 0 })),
-        waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: OUTPUT_WAIT_LIMIT_MS, default: 0 })),
-      }, strict),
+      querystring: ProcessOutputQuery,
       response: responses({ 200: ProcessOutputSchema }),
     },
   }, async (request) => readProcessOutput(deps, provider, accountIdOf(request), request.params.id, request.params.procId, request.query.offset ?? 0, request.query.waitMs ?? 0));
 
   app.post('/api/machines/:id/processes/:procId/input', {
-    schema: { tags: processesTags, summary: "Write to a running process's stdin", params: ProcessParams, body: Type.Object({ data: Type.String({ maxLength: 1024 * 1024 }) }, strict) },
+    schema: { tags: processesTags, summary: "Write to a running process's stdin", params: ProcessParams, body: ProcessInputBody },
   }, async (request, reply) => {
     await sendProcessInput(deps, provider, accountIdOf(request), request.params.id, request.params.procId, request.body.data);
     return reply.code(204).send(null);
   });
 
   app.post('/api/machines/:id/processes/:procId/signal', {
-    schema: { tags: processesTags, summary: 'Send a signal to a running process and everything it started', params: ProcessParams, body: Type.Object({ signal: ProcessSignalName }, strict) },
+    schema: { tags: processesTags, summary: 'Send a signal to a running process and everything it started', params: ProcessParams, body: ProcessSignalBody },
   }, async (request, reply) => {
     await signalProcess(deps, provider, accountIdOf(request), request.params.id, request.params.procId, request.body.signal);
     return reply.code(204).send(null);

@@ -1,16 +1,15 @@
 import type { McpServer } from '@modelcontextprotocol/server';
 import type { FastifyBaseLogger } from 'fastify';
-import * as z from 'zod';
+import { Type } from 'typebox';
 import type { Deps } from '../deps.ts';
 import { invalidRequest } from '../http/errors.ts';
-import { defineContentTool, defineTool, imageResult, TOOL_ANSWER_DEADLINE_MS, withProgress, type ToolWaitOptions } from '../mcp/tools.ts';
+import { defineContentTool, defineTool, imageResult, NoInput, TOOL_ANSWER_DEADLINE_MS, withProgress, type ToolWaitOptions } from '../mcp/tools.ts';
 import { ComputerInput } from '../providers/computer-use.ts';
 import { actOnScreen, takeScreenshot } from './screens.service.ts';
 import {
   deletePath,
   listDirectory,
   listProcesses,
-  OUTPUT_WAIT_LIMIT_MS,
   readPath,
   readProcessOutput,
   sendProcessInput,
@@ -20,7 +19,8 @@ import {
   writeFile,
 } from './machine-access.service.ts';
 import type { MachineProvider } from '../providers/provider.ts';
-import { RUN_LIMITS } from '../runs/runs.schemas.ts';
+import { CreateRunBody } from '../runs/runs.schemas.ts';
+import { DeleteFileQuery, PathQuery, ProcessId, ProcessInputBody, ProcessOutputQuery, ProcessSignalBody, StartProcessBody } from './machine-access.schemas.ts';
 import { awaitRun, getRun, type ManualRun, type RunWait, type WaitedRun } from '../runs/runs.service.ts';
 
 /** What the machine's MCP tools can do, whatever the provider. */
@@ -41,41 +41,50 @@ export interface MachineToolContext {
   runCommand(run: ManualRun, wait: RunWait): Promise<WaitedRun>;
 }
 
-// The same limits as the HTTP schemas (runs.schemas.ts), in zod for the MCP SDK.
-const Path = z.string().min(1).max(RUN_LIMITS.path).regex(/^\/[^\0]*$/).describe('An absolute path in the machine');
-export const RunId = z.string().regex(/^run_[0-9a-z]{26}$/).describe('The run id (run_…) run_command answered');
+const strict = { additionalProperties: false } as const;
+
+// Each input is the HTTP route's schema (runs.schemas.ts, machine-access.schemas.ts), or built from its fields:
+// a limit is written once, and a tool cannot drift from its route (test/mcp/tool-schemas.test.ts checks it too).
+const RunId = Type.String({ pattern: '^run_[0-9a-z]{26}$', description: 'The run id (run_…) run_command answered' });
 /** run_wait's and machine_run_wait's longest wait: no more than a tool may take to answer. */
-export const RunWaitMs = z
-  .number()
-  .int()
-  .min(0)
-  .max(TOOL_ANSWER_DEADLINE_MS)
-  .optional()
-  .describe(`How long to wait for the run to finish, at most ${TOOL_ANSWER_DEADLINE_MS} (the default)`);
+const RunWaitMs = Type.Optional(
+  Type.Integer({ minimum: 0, maximum: TOOL_ANSWER_DEADLINE_MS, description: `How long to wait for the run to finish, at most ${TOOL_ANSWER_DEADLINE_MS} (the default)` }),
+);
+export const RunWaitInput = Type.Object({ id: RunId, waitMs: RunWaitMs }, strict);
+export const RunGetInput = Type.Object({ id: RunId }, strict);
 
 /** The same sentence in both servers' run_command: what a run that outlasts the tool's answer gives. */
 export const longRunNote = (getTool: string, waitTool: string) =>
   `A run still going after ${TOOL_ANSWER_DEADLINE_MS / 1000} s is answered as it is then, {status: "running", runId, …}: it goes on; ` +
   `read it with ${getTool} or wait for it with ${waitTool}. With a progressToken, progress notifications come every few seconds meanwhile.`;
 
-const ProcessId = z.string().regex(/^proc_[0-9a-z]{26}$/).describe('The process id (proc_…) process_start answered');
-
-export const CommandArgs = {
-  command: z.string().min(1).max(RUN_LIMITS.command).describe('The command line, run by /bin/sh -c as root'),
-  cwd: z.string().min(1).max(RUN_LIMITS.path).regex(/^\/[^\0]*$/).optional().describe('Absolute working directory (default /root)'),
-  env: z
-    .record(z.string().regex(new RegExp(RUN_LIMITS.envNamePattern)), z.string().max(RUN_LIMITS.envValue))
-    .refine((env) => Object.keys(env).length <= RUN_LIMITS.envKeys, `at most ${RUN_LIMITS.envKeys} variables`)
-    .optional()
-    .describe('Variables added to the environment'),
-  timeoutMs: z.number().int().min(RUN_LIMITS.timeoutMs.min).max(RUN_LIMITS.timeoutMs.max).optional().describe('Killed past this (default 600000)'),
-};
+const RunCommandInput = Type.Object(
+  {
+    ...CreateRunBody.properties,
+    stopAfter: Type.Optional({ ...CreateRunBody.properties.stopAfter, description: "Stop the machine when the run ends (the owner's API key only: a machine token cannot stop its machine)" }),
+  },
+  strict,
+);
+const ProcessOutputInput = Type.Object({ id: ProcessId, ...ProcessOutputQuery.properties }, strict);
+const ProcessInputInput = Type.Object({ id: ProcessId, ...ProcessInputBody.properties }, strict);
+const ProcessSignalInput = Type.Object({ id: ProcessId, ...ProcessSignalBody.properties }, strict);
+const Encoding = Type.Optional(Type.Enum(['utf8', 'base64'], { type: 'string', description: 'utf8 (default) for text, base64 for any bytes' }));
+const FileReadInput = Type.Object({ ...PathQuery.properties, encoding: Encoding }, strict);
+const FileWriteInput = Type.Object(
+  {
+    ...PathQuery.properties,
+    content: Type.String({ maxLength: Math.ceil((TOOL_FILE_LIMIT * 4) / 3) + 4 }),
+    encoding: Encoding,
+    append: Type.Optional(Type.Boolean({ description: 'Add to the end instead of replacing' })),
+  },
+  strict,
+);
 
 /** The tools of a machine's own MCP endpoint. */
 export function registerMachineTools(server: McpServer, context: MachineToolContext, provider: MachineProvider): void {
   defineTool(server, context.logger, 'machine_info', {
     description: 'This machine: id, name, status, size, externalId, labels, expiresAt, createdAt.',
-    input: z.strictObject({}),
+    input: NoInput,
     annotations: { readOnlyHint: true },
   }, () => context.describe());
 
@@ -84,23 +93,20 @@ export function registerMachineTools(server: McpServer, context: MachineToolCont
     description:
       'Runs a shell command on this machine (a manual run), waits for it and returns the finished run: exitCode, stdout, stderr, ' +
       `output (both, in order), timedOut. ${longRunNote('run_get', 'run_wait')}${provider.commandsNote ? ` ${provider.commandsNote}` : ''}`,
-    input: z.strictObject({
-      ...CommandArgs,
-      stopAfter: z.boolean().optional().describe("Stop the machine when the run ends (the owner's API key only: a machine token cannot stop its machine)"),
-    }),
+    input: RunCommandInput,
   }, (args, call) =>
     withProgress(call, wait.progressIntervalMs, context.runCommand({ ...args, stopAfter: args.stopAfter ?? false }, { waitMs: wait.answerDeadlineMs, signal: call.signal })),
   );
 
   defineTool(server, logger, 'run_get', {
     description: 'One run of this machine by id, as it is now (status pending, running, succeeded or failed).',
-    input: z.strictObject({ id: RunId }),
+    input: RunGetInput,
     annotations: { readOnlyHint: true },
   }, ({ id }) => getRun(deps, accountId, id, machineId));
 
   defineTool(server, logger, 'run_wait', {
     description: 'Waits for a run of this machine to finish, at most waitMs, and returns it: finished, or as it is then (with its runId).',
-    input: z.strictObject({ id: RunId, waitMs: RunWaitMs }),
+    input: RunWaitInput,
     annotations: { readOnlyHint: true },
   }, ({ id, waitMs }, call) => {
     const waitFor = Math.min(waitMs ?? wait.answerDeadlineMs, wait.answerDeadlineMs);
@@ -118,7 +124,7 @@ function registerScreenTools(server: McpServer, context: MachineToolContext, pro
 
   defineContentTool(server, logger, 'screenshot', {
     description: "A picture of this machine's screen (PNG), with its width and height.",
-    input: z.strictObject({}),
+    input: NoInput,
     annotations: { readOnlyHint: true },
   }, async () => {
     const shot = await takeScreenshot(deps, provider, accountId, machineId);
@@ -143,24 +149,20 @@ function registerProcessTools(server: McpServer, context: MachineToolContext, pr
 
   defineTool(server, logger, 'process_start', {
     description: 'Starts a background process (/bin/sh -c, as root) and answers its id at once; read its output with process_output. It runs until it ends or the machine stops.',
-    input: z.strictObject({ command: CommandArgs.command, cwd: CommandArgs.cwd, env: CommandArgs.env }),
+    input: StartProcessBody,
   }, (args) => startProcess(deps, provider, accountId, machineId, args));
 
   defineTool(server, logger, 'process_output', {
     description:
       "A process's stdout and stderr from `offset` on (at most 1 MiB), waiting up to waitMs for more; answers the next offset, whether it still runs and its exit code. " +
       'The machine keeps the last 64 MiB of output: `dropped` counts bytes skipped before what this answer starts with.',
-    input: z.strictObject({
-      id: ProcessId,
-      offset: z.number().int().min(0).optional().describe('Bytes of stdout and stderr together already read (default 0)'),
-      waitMs: z.number().int().min(0).max(OUTPUT_WAIT_LIMIT_MS).optional().describe('How long to wait for more output (default 0)'),
-    }),
+    input: ProcessOutputInput,
     annotations: { readOnlyHint: true },
   }, ({ id, offset, waitMs }) => readProcessOutput(deps, provider, accountId, machineId, id, offset ?? 0, waitMs ?? 0));
 
   defineTool(server, logger, 'process_input', {
     description: "Writes text to a running process's stdin (add \n to end a line).",
-    input: z.strictObject({ id: ProcessId, data: z.string().max(1024 * 1024) }),
+    input: ProcessInputInput,
   }, async ({ id, data }) => {
     await sendProcessInput(deps, provider, accountId, machineId, id, data);
     return { ok: true };
@@ -168,7 +170,7 @@ function registerProcessTools(server: McpServer, context: MachineToolContext, pr
 
   defineTool(server, logger, 'process_signal', {
     description: 'Sends TERM, KILL, INT or HUP to a running process and everything it started.',
-    input: z.strictObject({ id: ProcessId, signal: z.enum(['TERM', 'KILL', 'INT', 'HUP']) }),
+    input: ProcessSignalInput,
     annotations: { destructiveHint: true },
   }, async ({ id, signal }) => {
     await signalProcess(deps, provider, accountId, machineId, id, signal);
@@ -177,18 +179,16 @@ function registerProcessTools(server: McpServer, context: MachineToolContext, pr
 
   defineTool(server, logger, 'process_list', {
     description: "This machine's background processes, running and ended, oldest first.",
-    input: z.strictObject({}),
+    input: NoInput,
     annotations: { readOnlyHint: true },
   }, async () => ({ data: await listProcesses(deps, provider, accountId, machineId) }));
 }
 
 function registerFileTools(server: McpServer, context: MachineToolContext, provider: MachineProvider): void {
   const { deps, accountId, machineId, logger } = context;
-  const Encoding = z.enum(['utf8', 'base64']).optional().describe('utf8 (default) for text, base64 for any bytes');
-
   defineTool(server, logger, 'file_read', {
     description: `Reads a file (at most ${TOOL_FILE_LIMIT / 1024 / 1024} MiB) as utf8 text or base64.`,
-    input: z.strictObject({ path: Path, encoding: Encoding }),
+    input: FileReadInput,
     annotations: { readOnlyHint: true },
   }, async ({ path, encoding = 'utf8' }) => {
     const found = await readPath(deps, provider, accountId, machineId, path);
@@ -212,12 +212,7 @@ function registerFileTools(server: McpServer, context: MachineToolContext, provi
 
   defineTool(server, logger, 'file_write', {
     description: 'Writes (or appends to) a file, creating its parent directories; content is utf8 text or base64.',
-    input: z.strictObject({
-      path: Path,
-      content: z.string().max(Math.ceil((TOOL_FILE_LIMIT * 4) / 3) + 4),
-      encoding: Encoding,
-      append: z.boolean().optional().describe('Add to the end instead of replacing'),
-    }),
+    input: FileWriteInput,
   }, async ({ path, content, encoding = 'utf8', append }) => {
     if (encoding === 'base64' && !/^[A-Za-z0-9+/]*={0,2}$/.test(content)) throw invalidRequest('content is not base64.');
     const bytes = Buffer.from(content, encoding);
@@ -228,13 +223,13 @@ function registerFileTools(server: McpServer, context: MachineToolContext, provi
 
   defineTool(server, logger, 'file_list', {
     description: "A directory's entries: name, type (file, directory, symlink), size and modifiedAt.",
-    input: z.strictObject({ path: Path }),
+    input: PathQuery,
     annotations: { readOnlyHint: true },
   }, ({ path }) => listDirectory(deps, provider, accountId, machineId, path));
 
   defineTool(server, logger, 'file_delete', {
     description: 'Deletes a file, or a directory and everything in it with recursive: true.',
-    input: z.strictObject({ path: Path, recursive: z.boolean().optional() }),
+    input: DeleteFileQuery,
     annotations: { destructiveHint: true },
   }, async ({ path, recursive }) => {
     await deletePath(deps, provider, accountId, machineId, path, recursive ?? false);

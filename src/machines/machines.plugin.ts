@@ -1,40 +1,28 @@
 import fp from 'fastify-plugin';
-import type { FastifyBaseLogger } from 'fastify';
-import type { MachinesConfig } from '../config.ts';
 import { inTransaction } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
-import type { Clock, Timer } from '../shared/clock.ts';
-import type { Sealer } from '../shared/sealing.ts';
-import type { MachineProvider } from '../providers/provider.ts';
-import { createSimulatedProvider } from '../providers/simulated.provider.ts';
+import type { Timer } from '../shared/clock.ts';
 import { readyHosts, watchHostsOnce } from '../hosts/hosts.service.ts';
 import { loseHost, recoverHost } from './host-loss.ts';
+import type { MachineProvider } from '../providers/provider.ts';
+import type { ImageBuild } from '../providers/docker/image-build.ts';
 import { machineCheckJob } from './job-types.ts';
 import { createMachineActivity, recordRequestActivity, type MachineActivity } from './activity.ts';
 import { findMachineById } from './machines.repository.ts';
 import { authenticateMachineToken } from './machine-tokens.ts';
 import { machineJobKinds } from './machines.jobs.ts';
 import { machinesRoutes } from './machines.routes.ts';
+import { chooseProvider, type MachineHost } from './provider-choice.ts';
 import { poolsRoutes } from './pools.routes.ts';
 import { templatesRoutes } from './templates.routes.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
     machineProvider: MachineProvider;
+    /** What machines run on here (MACHINE_PROVIDER=auto chooses at start-up): the start-up line and the dashboard say it. */
+    machineHost: MachineHost;
     /** Records what keeps machines awake (activity.ts); absent where the role serves no API. */
     machineActivity: MachineActivity;
-  }
-}
-
-async function createProvider(config: Readonly<MachinesConfig>, clock: Clock, logger: FastifyBaseLogger, secrets: Sealer): Promise<MachineProvider> {
-  switch (config.provider) {
-    case 'simulated':
-      return createSimulatedProvider({ bootMs: config.bootMs, clock, sizes: Object.keys(config.sizes) });
-    case 'docker': {
-      // Loaded only where machines are Docker's: dockerode and its dependencies weigh some 30 MB of memory.
-      const { createDockerProvider } = await import('../providers/docker/docker.provider.ts');
-      return createDockerProvider(config, logger, secrets);
-    }
   }
 }
 
@@ -80,13 +68,19 @@ function watchHosts(deps: Deps, provider: MachineProvider, onStop: (stop: () => 
  * share it and a restart loses nothing. runs.plugin.ts and
  * machine-access.plugin.ts build on what this one decorates.
  */
-export const machinesPlugin = fp(
-  async (app) => {
+export type { MachineHost } from './provider-choice.ts';
+
+export const machinesPlugin = fp<{ imageBuild?: ImageBuild }>(
+  async (app, options) => {
     const { deps } = app;
-    const provider = await createProvider(deps.config.machines, deps.clock, deps.logger, deps.secrets);
+    // Where jobs run, the image is built; an API process (ROLE=api) waits for it.
+    const choice = await chooseProvider(deps.config.machines, deps, { build: options.imageBuild, buildsImage: deps.config.role !== 'api' });
+    const { provider } = choice;
     await provider.start?.();
     await readyHosts(deps, provider);
     app.decorate('machineProvider', provider);
+    app.decorate('machineHost', choice.host);
+    app.addHook('onClose', async () => choice.close());
     if (deps.config.role !== 'api' && provider.watch) {
       const unwatch = provider.watch((machineId) => {
         checkNow(deps, machineId).catch((err: unknown) => deps.logger.error({ err, machineId }, 'could not schedule the check of a machine the host reported'));

@@ -9,8 +9,8 @@ import { NetworkPolicySchema } from '../providers/network-policy.ts';
 const strict = { additionalProperties: false } as const;
 
 /**
- * The limits of a machine's fields, once: the HTTP schemas below and the MCP
- * tools' zod schemas (machines.mcp.ts) are both built from them.
+ * The limits of a machine's fields, once: the HTTP schemas below use them,
+ * and the platform MCP tools (machines.mcp.ts) take those schemas.
  */
 export const MACHINE_LIMITS = {
   name: 100,
@@ -40,7 +40,7 @@ export const EnvSchema = Type.Record(
   },
 );
 
-export const MachineStatusSchema = Type.Enum(MACHINE_STATUSES, { description: MACHINE_STATUSES.join(', ') });
+export const MachineStatusSchema = Type.Enum(MACHINE_STATUSES, { type: 'string', description: MACHINE_STATUSES.join(', ') });
 
 export const LabelsSchema = Type.Record(
   Type.String({ pattern: MACHINE_LIMITS.labelKeyPattern }),
@@ -52,7 +52,8 @@ export const LabelsSchema = Type.Record(
   },
 );
 
-export const OnExpireSchema = Type.Union([Type.Literal('stop'), Type.Literal('destroy')], {
+export const OnExpireSchema = Type.Enum(['stop', 'destroy'], {
+  type: 'string',
   description: 'What happens at expiresAt: stop (default) or destroy',
 });
 

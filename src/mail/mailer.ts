@@ -1,7 +1,9 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
+import type SMTPTransport from 'nodemailer/lib/smtp-transport';
+import type StreamTransport from 'nodemailer/lib/stream-transport';
 
 export interface Recipient {
   name: string;
@@ -58,36 +60,49 @@ export function createMailer(options: MailerOptions): Mailer {
   return options.smtpUrl ? smtpMailer(options.smtpUrl, options.from) : outboxMailer(options.mailDir, options.from);
 }
 
+/**
+ * A nodemailer transport made at the first mail: nodemailer is loaded then, not at start-up (most processes send
+ * no mail for a long while; issue 42). `close()` closes it if it was made.
+ */
+function lazyTransport<T extends Transporter<unknown>>(make: (nodemailer: (typeof import('nodemailer'))['default']) => T) {
+  let transport: Promise<T> | null = null;
+  let made: T | null = null;
+  return {
+    get: () => (transport ??= import('nodemailer').then((module) => (made = make(module.default)))),
+    close: () => made?.close(),
+  };
+}
+
 function smtpMailer(smtpUrl: string, from: string): Mailer {
-  const transport: Transporter = nodemailer.createTransport({
+  const transport = lazyTransport((nodemailer) => nodemailer.createTransport({
     url: smtpUrl,
     connectionTimeout: SMTP_TIMEOUT_MS,
     greetingTimeout: SMTP_TIMEOUT_MS,
     socketTimeout: SMTP_TIMEOUT_MS,
-  });
+  } satisfies SMTPTransport.Options));
   return {
     send: async (message) => {
-      await transport.sendMail(composed(message, from));
+      await (await transport.get()).sendMail(composed(message, from));
     },
-    close: () => transport.close(),
+    close: transport.close,
   };
 }
 
 function outboxMailer(mailDir: string, from: string): Mailer {
-  const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  const transport = lazyTransport((nodemailer) => nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' } satisfies StreamTransport.Options));
   let ready: Promise<unknown> | null = null;
   return {
     send: async (message) => {
       ready ??= mkdir(mailDir, { recursive: true });
       await ready;
-      const info = await transport.sendMail(composed(message, from));
+      const info = await (await transport.get()).sendMail(composed(message, from));
       const name = `${Date.now()}-${randomBytes(4).toString('hex')}.eml`;
       // Written under a temporary name and renamed, so a reader never sees half a mail.
       const temporary = join(mailDir, `.${name}.tmp`);
       await writeFile(temporary, info.message as Buffer);
       await rename(temporary, join(mailDir, name));
     },
-    close: () => transport.close(),
+    close: transport.close,
   };
 }
 

@@ -1,8 +1,10 @@
-import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
+import type { McpServer, ServerContext, StandardSchemaWithJSON } from '@modelcontextprotocol/server';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/server';
+import type { Ajv, ErrorObject } from 'ajv';
 import type { FastifyBaseLogger } from 'fastify';
-import type * as z from 'zod';
+import { Type, type Static, type TObject } from 'typebox';
 import { AppError } from '../http/errors.ts';
+import { createBodyAjv } from '../http/validation.ts';
 
 /**
  * A tool that waits (for a run, say) answers within this: the official SDK client gives up on a request
@@ -55,11 +57,55 @@ export async function withProgress<T>(call: ToolCall, intervalMs: number, work: 
   }
 }
 
-export interface ToolDefinition<S extends z.ZodObject> {
+export interface ToolDefinition<S extends TObject> {
   description: string;
-  /** Strict (`z.strictObject`), like HTTP bodies: unknown fields are refused. */
+  /**
+   * A TypeBox object with `additionalProperties: false`, like HTTP bodies: unknown fields are refused. Where the
+   * HTTP API takes the same input, this is built from the route's schema (its object, or its properties), never
+   * written again: a tool and its route cannot disagree on a limit. Built once (at module load, or when a
+   * registrar is made), not per request: its validator is compiled once per schema object.
+   */
   input: S;
   annotations?: ToolAnnotations;
+}
+
+/** The input of a tool that takes no arguments. */
+export const NoInput = Type.Object({}, { additionalProperties: false });
+
+let ajv: Ajv | undefined;
+const toolInputs = new WeakMap<TObject, StandardSchemaWithJSON>();
+
+/**
+ * A tool's input as the MCP SDK takes it (a Standard Schema with its JSON Schema): the TypeBox schema, which is
+ * JSON Schema, advertised as it is in tools/list, and checked by the validator of HTTP bodies (same options,
+ * same formats), so a tool answers `Input validation error: …` for what its route answers 400 for.
+ */
+export function toolInput<S extends TObject>(schema: S): StandardSchemaWithJSON<Static<S>> {
+  const known = toolInputs.get(schema);
+  if (known !== undefined) return known as StandardSchemaWithJSON<Static<S>>;
+  ajv ??= createBodyAjv();
+  const validate = ajv.compile(schema);
+  // The compiled function is ours to keep; Ajv's own cache would hold every schema it ever saw.
+  ajv.removeSchema(schema);
+  // Plain JSON (TypeBox's markers are not enumerable), copied once: what tools/list shows is not the route's object.
+  const json = { $schema: 'https://json-schema.org/draft/2020-12/schema', ...(JSON.parse(JSON.stringify(schema)) as Record<string, unknown>) };
+  const input: StandardSchemaWithJSON<Static<S>> = {
+    '~standard': {
+      version: 1,
+      vendor: 'typebox',
+      jsonSchema: { input: () => json, output: () => json },
+      validate: (value) => (validate(value) ? { value: value as Static<S> } : { issues: (validate.errors ?? []).map(issueOf) }),
+    },
+  };
+  toolInputs.set(schema, input);
+  return input;
+}
+
+/** An Ajv error as a Standard Schema issue: the SDK writes it `path: message`, as Fastify writes `body/path message`. */
+function issueOf(error: ErrorObject): { message: string; path: string[] } {
+  const path = error.instancePath.split('/').slice(1).map((segment) => segment.replaceAll('~1', '/').replaceAll('~0', '~'));
+  const extra = error.keyword === 'additionalProperties' ? ` (${String(error.params.additionalProperty)})` : '';
+  return { message: `${error.message ?? 'is not valid'}${extra}`, path };
 }
 
 /** The same JSON as the HTTP answer, as structured content and as text. */
@@ -88,32 +134,32 @@ export function imageResult(image: { body: Buffer; contentType: string }, struct
 }
 
 /** Registers a tool whose handler returns the HTTP API's JSON, or throws an AppError. */
-export function defineTool<S extends z.ZodObject>(
+export function defineTool<S extends TObject>(
   server: McpServer,
   logger: FastifyBaseLogger,
   name: string,
   definition: ToolDefinition<S>,
-  handle: (args: z.output<S>, call: ToolCall) => Promise<object>,
+  handle: (args: Static<S>, call: ToolCall) => Promise<object>,
 ): void {
   defineContentTool(server, logger, name, definition, async (args, call) => toolResult(await handle(args, call)));
 }
 
 /** Registers a tool whose handler answers its own result (an image, say), or throws an AppError. */
-export function defineContentTool<S extends z.ZodObject>(
+export function defineContentTool<S extends TObject>(
   server: McpServer,
   logger: FastifyBaseLogger,
   name: string,
   definition: ToolDefinition<S>,
-  handle: (args: z.output<S>, call: ToolCall) => Promise<CallToolResult>,
+  handle: (args: Static<S>, call: ToolCall) => Promise<CallToolResult>,
 ): void {
-  const input: z.ZodObject = definition.input;
+  const input: StandardSchemaWithJSON = toolInput(definition.input);
   server.registerTool(
     name,
     { description: definition.description, inputSchema: input, ...(definition.annotations ? { annotations: definition.annotations } : {}) },
     async (args: unknown, context: ServerContext) => {
       try {
         // The SDK has validated args against `input` before calling.
-        return await handle(args as z.output<S>, toolCallOf(context));
+        return await handle(args as Static<S>, toolCallOf(context));
       } catch (error) {
         return toolError(error, logger, name);
       }

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import { Type, type Static } from 'typebox';
 import { invalidRequest } from '../http/errors.ts';
 import type { ScreenSize } from './screen-size.ts';
 
@@ -30,19 +30,23 @@ export const COMPUTER_ACTIONS = [
 export const COMPUTER_LIMITS = { text: 4000, duration: 100, scrollAmount: 100 } as const;
 
 // An array of two, not a tuple: a tuple's JSON Schema (`items: false`) is one some MCP clients cannot read.
-const Coordinate = z.array(z.number().int()).length(2).describe('[x, y] in screen pixels, from the top left');
+const Coordinate = Type.Array(Type.Integer(), { minItems: 2, maxItems: 2, description: '[x, y] in screen pixels, from the top left' });
 
-export const ComputerInput = z.strictObject({
-  action: z.enum(COMPUTER_ACTIONS),
-  coordinate: Coordinate.optional(),
-  start_coordinate: Coordinate.optional().describe('Where left_click_drag starts'),
-  text: z.string().max(COMPUTER_LIMITS.text).optional().describe('What type types; the key (xdotool names: Return, ctrl+s, alt+Tab) for key and hold_key'),
-  scroll_direction: z.enum(['up', 'down', 'left', 'right']).optional(),
-  scroll_amount: z.number().int().min(1).max(COMPUTER_LIMITS.scrollAmount).optional(),
-  duration: z.number().min(0).max(COMPUTER_LIMITS.duration).optional().describe('Seconds, for wait and hold_key'),
-});
+/** The `computer` tool's input (TypeBox, as every tool's and route's). */
+export const ComputerInput = Type.Object(
+  {
+    action: Type.Enum(COMPUTER_ACTIONS, { type: 'string' }),
+    coordinate: Type.Optional(Coordinate),
+    start_coordinate: Type.Optional({ ...Coordinate, description: 'Where left_click_drag starts' }),
+    text: Type.Optional(Type.String({ maxLength: COMPUTER_LIMITS.text, description: 'What type types; the key (xdotool names: Return, ctrl+s, alt+Tab) for key and hold_key' })),
+    scroll_direction: Type.Optional(Type.Enum(['up', 'down', 'left', 'right'], { type: 'string' })),
+    scroll_amount: Type.Optional(Type.Integer({ minimum: 1, maximum: COMPUTER_LIMITS.scrollAmount })),
+    duration: Type.Optional(Type.Number({ minimum: 0, maximum: COMPUTER_LIMITS.duration, description: 'Seconds, for wait and hold_key' })),
+  },
+  { additionalProperties: false },
+);
 
-export type ComputerInput = z.output<typeof ComputerInput>;
+export type ComputerInput = Static<typeof ComputerInput>;
 
 export type Button = 'left' | 'right' | 'middle';
 

@@ -68,6 +68,8 @@ export interface MachineHosts {
   ping(name: string): Promise<boolean>;
   /** The hosts attached, by name. */
   attached(): readonly string[];
+  /** What an attached host's engine reported when it was readied; null for one not attached. */
+  capacityOf(name: string): HostCapacity | null;
 }
 
 /**
@@ -245,6 +247,14 @@ export class ActionRefused extends Error {
   override name = 'ActionRefused';
 }
 
+/** Nothing listens on the machine's port: what a port's connection is destroyed with, before it gave any byte. */
+export class PortClosed extends Error {
+  override name = 'PortClosed';
+  constructor(port: number) {
+    super(`nothing listens on port ${port} in the machine`);
+  }
+}
+
 /**
  * What the service needs from a hypervisor. Every method may be called more
  * than once for the same change (a process may die between asking and
@@ -338,10 +348,12 @@ export interface MachineProvider {
   readonly commandsNote?: string;
   /**
    * A byte stream to `127.0.0.1:<port>` inside a running machine (what a
-   * preview serves); null when nothing listens there. Where absent, the
-   * provider's machines serve no previews.
+   * preview serves), writable before the machine answers: what is written
+   * first goes with the connection's opening, no round trip later. When
+   * nothing listens there, the stream is destroyed with PortClosed before it
+   * gives a byte. Where absent, the provider's machines serve no previews.
    */
-  connectPort?(machine: ProviderMachine, port: number): Promise<Duplex | null>;
+  connectPort?(machine: ProviderMachine, port: number): Promise<Duplex>;
   /** A running machine's files, where the provider offers them. */
   readonly files?: MachineFiles;
   /** Templates and forks, where the provider offers them. */

@@ -5,7 +5,7 @@ import { RUN_STATUSES } from './runs.tables.ts';
 
 const strict = { additionalProperties: false } as const;
 
-/** The limits of a run's fields, once: the HTTP schemas below and the MCP tools' zod schemas are both built from them. */
+/** The limits of a run's fields, once: the HTTP schemas below use them, and the MCP tools take those schemas. */
 export const RUN_LIMITS = {
   command: 10_000,
   triggerName: 100,
@@ -17,7 +17,7 @@ export const RUN_LIMITS = {
   timeoutMs: { min: 1000, max: 3_600_000 },
 } as const;
 
-export const Command = Type.String({ minLength: 1, maxLength: RUN_LIMITS.command, description: 'The command line' });
+export const Command = Type.String({ minLength: 1, maxLength: RUN_LIMITS.command, description: 'The command line, run by /bin/sh -c as root' });
 export const AbsolutePath = Type.String({ minLength: 1, maxLength: RUN_LIMITS.path, pattern: '^/[^\\u0000]*$', description: 'An absolute path in the machine' });
 export const CommandEnv = Type.Record(Type.String({ pattern: RUN_LIMITS.envNamePattern }), Type.String({ maxLength: RUN_LIMITS.envValue }), {
   maxProperties: RUN_LIMITS.envKeys,

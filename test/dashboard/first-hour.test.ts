@@ -13,8 +13,8 @@ const tls = (name: string) => fileURLToPath(new URL(`../support/tls/${name}`, im
  * Issue 28's "done when": a new user, in Chromium, signs up and follows the
  * getting-started checklist (confirm the address from the mail file, a test
  * card from the screen, an API key, an endpoint at a local HTTPS receiver,
- * a machine) to a running machine whose `machine.created` the README's
- * example receiver verifies. Every step is one the screen shows: the test
+ * a machine) to a running machine whose `machine.created` the
+ * example receiver (docs/webhooks.md) verifies. Every step is one the screen shows: the test
  * clicks the checklist's own links and reads the card number from the page.
  * Billing is on, as on a fresh `npm start`.
  */

@@ -28,6 +28,10 @@ describe('dashboard in Chromium: machines', () => {
   test('create a machine: its MCP token shown once, then it runs', async () => {
     await page.goto(`${live.baseUrl}/machines`);
     await page.getByText('No machines yet').waitFor();
+    // Machines on the simulated provider (test/support/app.ts): the page says they run nothing, and how to get real ones.
+    const notice = page.locator('#machine-host-notice');
+    await notice.getByText('Machines are simulated: they run no commands.').waitFor();
+    assert.match(await notice.innerText(), /To get real machines: start Docker on the service’s host and restart the service/);
     await page.getByRole('button', { name: 'Create machine' }).click();
     const dialog = page.getByRole('dialog', { name: 'Create machine' });
     await dialog.getByLabel('Name').fill('research-agent');

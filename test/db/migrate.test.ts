@@ -136,3 +136,34 @@ test('0015 and 0016: stored events take their machine from their envelope; the s
     ]);
   });
 });
+
+test('0022: the lane and attempt-log keys come back on PostgreSQL; rows that break them are mended, and no delivery is lost', { skip: !onPostgres && 'Postgres only (SQLite kept its keys)' }, async () => {
+  await fromMigration('0021_machine_network', async (db) => {
+    const now = Date.now();
+    await sql`insert into accounts (id, email, name, password_hash, email_verified_at, created_at, updated_at) values ('acct_1', 'a@example.com', 'a', 'x', null, ${now}, ${now})`.execute(db);
+    await sql`insert into event_endpoints (id, account_id, url, description, events, secret, enabled, created_at, updated_at) values ('ep_1', 'acct_1', 'https://example.com/hook', '', '["*"]', 'whsec_x', 0, ${now}, ${now})`.execute(db);
+    await sql`insert into events (id, account_id, type, payload, created_at) values ('evt_1', 'acct_1', 'machine.created', '{}', ${now})`.execute(db);
+    await sql`insert into deliveries (id, account_id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at) values ('dlv_1', 'acct_1', 'ep_1', 'evt_1', 'machine.created', 'pending', 1, ${now}, ${now})`.execute(db);
+    await sql`insert into delivery_attempts (delivery_id, n, endpoint_id, at, ok, status, duration_ms, error, body) values ('dlv_1', 1, 'ep_1', ${now}, 0, 500, 3, null, 'down'), ('dlv_gone', 1, 'ep_gone', ${now}, 0, 500, 3, null, 'down')`.execute(db);
+    // Without their lane rows: a paused endpoint's delivery; a delivery job of an endpoint deleted with its deliveries; a job of another kind.
+    await sql`insert into jobs (id, kind, lane, key, payload, run_at, attempts, locked_by, locked_until, last_error, created_at) values
+      ('dlv_1', 'webhook.delivery', 'ep_1', null, '{}', ${now}, 1, null, null, 'down', ${now}),
+      ('dlv_gone', 'webhook.delivery', 'ep_gone', null, '{}', ${now}, 0, null, null, null, ${now}),
+      ('job_1', 'other.kind', 'lane_x', null, '{}', ${now}, 0, null, null, null, ${now})`.execute(db);
+    await migrateToLatest(db);
+
+    const lanes = await sql<{ lane: string; paused: number }>`select lane, paused from job_lanes order by lane`.execute(db);
+    assert.deepEqual(lanes.rows.map((row) => ({ ...row })), [{ lane: 'ep_1', paused: 1 }, { lane: 'lane_x', paused: 0 }], "the endpoint's lane comes back paused as it is; the other lane open");
+    const jobs = await sql<{ id: string }>`select id from jobs order by id`.execute(db);
+    assert.deepEqual(jobs.rows.map((row) => row.id), ['dlv_1', 'job_1'], 'only the job whose subject is gone is deleted');
+    const log = await sql<{ delivery_id: string }>`select delivery_id from delivery_attempts`.execute(db);
+    assert.deepEqual(log.rows.map((row) => row.delivery_id), ['dlv_1'], 'only the log of a delivery gone is deleted');
+
+    await assert.rejects(sql`insert into jobs (id, kind, lane, key, payload, run_at, attempts, created_at) values ('job_2', 'other.kind', 'no_lane', null, '{}', ${now}, 0, ${now})`.execute(db), /foreign key/);
+    await assert.rejects(sql`insert into delivery_attempts (delivery_id, n, endpoint_id, at, ok, duration_ms) values ('dlv_none', 1, 'ep_1', ${now}, 1, 3)`.execute(db), /foreign key/);
+    await sql`delete from deliveries where id = 'dlv_1'`.execute(db);
+    assert.equal((await sql`select 1 from delivery_attempts`.execute(db)).rows.length, 0, 'the attempt log goes with its delivery');
+    await sql`delete from job_lanes where lane = 'lane_x'`.execute(db);
+    assert.deepEqual((await sql<{ id: string }>`select id from jobs`.execute(db)).rows.map((row) => row.id), ['dlv_1'], "a lane's jobs go with it");
+  });
+});

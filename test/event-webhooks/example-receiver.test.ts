@@ -16,7 +16,7 @@ import { eventually } from '../support/receiver.ts';
 const example = fileURLToPath(new URL('../../examples/receiver.js', import.meta.url));
 const tls = (name: string) => fileURLToPath(new URL(`../support/tls/${name}`, import.meta.url));
 
-/** The README's example receiver, run as customers would run it, against our real deliveries. */
+/** The example receiver of docs/webhooks.md, run as customers would run it, against our real deliveries. */
 describe('examples/receiver.js', () => {
   let ctx: TestContext;
   let user: TestUser;
@@ -67,12 +67,12 @@ describe('examples/receiver.js', () => {
 });
 
 /**
- * README, "Receive webhooks locally", step by step: a certificate made with
+ * docs/webhooks.md, "Receive webhooks locally", step by step: a certificate made with
  * openssl, the service started with NODE_EXTRA_CA_CERTS naming it and
  * WEBHOOK_ALLOW_PRIVATE_TARGETS=on, an endpoint on 127.0.0.1, and the example
  * receiver verifying a test event and a machine's `machine.created`.
  */
-describe('README: receive webhooks locally', { skip: !(await hasOpenssl()) && 'needs openssl' }, () => {
+describe('docs/webhooks.md: receive webhooks locally', { skip: !(await hasOpenssl()) && 'needs openssl' }, () => {
   let dir: string;
   let database: TestDatabase;
   let service: ServiceProcess;

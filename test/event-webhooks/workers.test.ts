@@ -106,7 +106,7 @@ describe('a worker that stops', () => {
     const { deps } = ctx.app;
     const worker = createRunner({ database: deps.database, db: gated, clock: deps.clock, logger: deps.logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: 60_000 });
     const sender = createSender(deps.config.webhook);
-    worker.register(
+    worker.registerLaned(
       createDeliveryKind({
         db: gated,
         clock: deps.clock,
@@ -115,7 +115,6 @@ describe('a worker that stops', () => {
         metrics: createDeliveryMetrics(new Registry(), async () => 0),
         config: deps.config.webhook,
         otherProcessesCommits: () => 0,
-        failDueInLane: (lane, result, error, limit) => worker.failDueInLane('webhook.delivery', lane, result, error, limit),
       }),
     );
     worker.start();

@@ -137,7 +137,7 @@ describe('fuzz: every operation of the OpenAPI document, malformed, under every 
     };
   }
 
-  /** Whether a 4xx may be in another format than problem+json, as the README documents. */
+  /** Whether a 4xx may be in another format than problem+json, as docs/api.md documents. */
   function documentedOtherFormat(operation: Operation, request: InjectOptions, response: LightMyRequestResponse): boolean {
     const type = String(response.headers['content-type'] ?? '');
     if (operation.path.startsWith('/live/')) return type.startsWith('text/html');
@@ -299,7 +299,7 @@ describe('fuzz: every operation of the OpenAPI document, malformed, under every 
         const answer = await exchangeWithin(port, bytes, 5000);
         const what = `${JSON.stringify(bytes.slice(0, 300))}\n→ ${JSON.stringify(answer.slice(0, 400))}`;
         const finals = [...answer.matchAll(/^HTTP\/1\.1 (\d{3}) /gm)].map((match) => Number(match[1])).filter((status) => status !== 100);
-        // Node takes `PRI` in an HTTP/0.9 request line for HTTP/2's upgrade, and drops the connection (README).
+        // Node takes `PRI` in an HTTP/0.9 request line for HTTP/2's upgrade, and drops the connection (docs/api.md, Conventions).
         if (finals.length === 0 && method === 'PRI' && version === '') return;
         assert.ok(finals.length >= 1, `no answer: ${what}`);
         const status = finals.at(-1)!;

@@ -2,14 +2,15 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { exponentialBackoff } from '../../src/jobs/backoff.ts';
-import { jobType, type AnyJobKind, type Job, type JobKind, type LanedJobKind, type Outcome } from '../../src/jobs/job-kind.ts';
+import { jobType, type Job, type JobKind, type Outcome } from '../../src/jobs/job-kind.ts';
+import { lanedJobType, type LanedJobKind, type LanedJobType } from '../../src/jobs/laned-kind.ts';
 import { ensureRecurring, recurringKind, type Recurring } from '../../src/jobs/recurring.ts';
 import { createRunner, DEFAULT_RUNNER_OPTIONS } from '../../src/jobs/runner.ts';
 import { createTestApp, type TestContext } from '../support/app.ts';
 import { manualClock } from '../support/clock.ts';
 
-/** A kind whose attempts the test scripts: each answers the next outcome of `script` (then done), and is recorded. */
-function scriptedKind(name: string, options: { concurrency?: number; leaseMs?: number; retry?: (failures: number) => number | null; lanes?: boolean } = {}) {
+/** A kind whose attempts the test scripts: each answers the next outcome of `script` (then done), and is recorded; `lanedKind`, the same as a laned kind. */
+function scriptedKind(name: string, options: { concurrency?: number; leaseMs?: number; retry?: (failures: number) => number | null } = {}) {
   const type = jobType<{ n: number }>(name);
   const attempts: Array<{ id: string; n: number; attempts: number; at: number }> = [];
   const script: Outcome[] = [];
@@ -34,18 +35,20 @@ function scriptedKind(name: string, options: { concurrency?: number; leaseMs?: n
     retryDelay: options.retry ?? ((failures) => (failures >= 3 ? null : 1000 * failures)),
     perform,
   };
-  const laned: LanedJobKind<{ n: number }, Job<{ n: number }>, Outcome> = {
+  const lanedType: LanedJobType<{ n: number }, Job<{ n: number }>> = lanedJobType(name);
+  const lanedKind: LanedJobKind<{ n: number }, Job<{ n: number }>, Outcome> = {
     ...plain,
-    laned: true,
+    type: lanedType,
     admit: () => ({ limit: 2, hold: 0, notBefore: 0 }),
     load: async (jobs) => jobs,
     perform: (job) => perform(job),
     outcomeOf: (outcome) => outcome,
   };
-  const kind: AnyJobKind = options.lanes ? laned : plain;
   return {
     type,
-    kind,
+    kind: plain,
+    lanedType,
+    lanedKind,
     attempts,
     script,
     maxInFlight: () => maxInFlight,
@@ -68,7 +71,7 @@ describe('the jobs module', () => {
   const basic = scriptedKind('test.basic');
   const retried = scriptedKind('test.retried');
   const limited = scriptedKind('test.limited', { concurrency: 2 });
-  const laned = scriptedKind('test.laned', { lanes: true });
+  const laned = scriptedKind('test.laned');
   const recurring = scriptedKind('test.recurring');
   /** Runs of `ticking` (at their clock time), and what each of the next runs does: fail, name its next time, or neither. */
   const ticks: number[] = [];
@@ -88,15 +91,18 @@ describe('the jobs module', () => {
   before(async () => {
     ctx = await createTestApp({
       setup: (app) => {
-        for (const { kind } of [basic, retried, limited, laned, recurring]) app.jobs.register(kind);
+        for (const { kind } of [basic, retried, limited, recurring]) app.jobs.register(kind);
+        app.jobs.registerLaned(laned.lanedKind);
         app.jobs.register(recurringKind(app.deps.clock, ticking));
       },
     });
   });
   after(() => ctx.close());
 
-  const enqueue = (type: ReturnType<typeof jobType<{ n: number }>>, jobs: Array<{ n: number; lane?: string; runAt?: number }>) =>
-    inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.enqueue(tx, type, jobs.map(({ n, lane, runAt }) => ({ payload: { n }, ...(lane ? { lane } : {}), ...(runAt ? { runAt } : {}) }))));
+  const enqueue = (type: ReturnType<typeof jobType<{ n: number }>>, jobs: Array<{ n: number; runAt?: number }>) =>
+    inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.enqueue(tx, type, jobs.map(({ n, runAt }) => ({ payload: { n }, ...(runAt ? { runAt } : {}) }))));
+  const enqueueInLane = (type: LanedJobType<{ n: number }, Job<{ n: number }>>, jobs: Array<{ n: number; lane: string }>) =>
+    inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.enqueueInLane(tx, type, jobs.map(({ n, lane }) => ({ payload: { n }, lane }))));
 
   test('a job enqueued in a transaction exists only if it commits; once it does, it runs once and is gone', async () => {
     await assert.rejects(
@@ -150,7 +156,7 @@ describe('the jobs module', () => {
       await ctx.app.deps.jobs.openLane(tx, 'lane-a', { paused: true });
       await ctx.app.deps.jobs.openLane(tx, 'lane-b', { paused: false });
     });
-    await enqueue(laned.type, [{ n: 1, lane: 'lane-a' }, { n: 2, lane: 'lane-a' }, { n: 3, lane: 'lane-b' }]);
+    await enqueueInLane(laned.lanedType, [{ n: 1, lane: 'lane-a' }, { n: 2, lane: 'lane-a' }, { n: 3, lane: 'lane-b' }]);
     await ctx.app.jobs.drain();
     assert.deepEqual(laned.attempts.map((a) => a.n), [3], 'only the open lane');
     assert.deepEqual((await jobsOf(ctx, 'test.laned')).map((job) => job.locked_by), [null, null], 'the paused ones are not even leased');
@@ -159,7 +165,7 @@ describe('the jobs module', () => {
     assert.deepEqual(laned.attempts.map((a) => a.n).sort(), [1, 2, 3]);
 
     await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.pauseLane(tx, 'lane-b'));
-    await enqueue(laned.type, [{ n: 4, lane: 'lane-b' }]);
+    await enqueueInLane(laned.lanedType, [{ n: 4, lane: 'lane-b' }]);
     await inTransaction(ctx.app.deps.database, (tx) => ctx.app.deps.jobs.closeLane(tx, 'lane-b'));
     await ctx.app.jobs.drain();
     assert.deepEqual(await jobsOf(ctx, 'test.laned'), [], 'cancelled with its lane');

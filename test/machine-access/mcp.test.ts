@@ -179,11 +179,10 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
   });
 
   test('a tool that throws something other than an AppError answers an isError result with code internal_error, and leaks nothing', async () => {
-    const { defineTool } = await import('../../src/mcp/tools.ts');
-    const { z } = await import('zod');
+    const { defineTool, NoInput } = await import('../../src/mcp/tools.ts');
     const secret = 'connection to 10.0.0.7:5432 refused for user admin';
     ctx.app.platformMcpTools.push((server, { deps }) =>
-      defineTool(server, deps.logger, 'exploding_tool', { description: 'test only', input: z.strictObject({}) }, async () => {
+      defineTool(server, deps.logger, 'exploding_tool', { description: 'test only', input: NoInput }, async () => {
         throw new Error(secret);
       }),
     );
@@ -245,10 +244,9 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
   });
 
   test('other domains contribute platform tools through app.platformMcpTools', async () => {
-    const { defineTool } = await import('../../src/mcp/tools.ts');
-    const { z } = await import('zod');
+    const { defineTool, NoInput } = await import('../../src/mcp/tools.ts');
     ctx.app.platformMcpTools.push((server, { deps, accountId }) =>
-      defineTool(server, deps.logger, 'probe_tool', { description: 'test only', input: z.strictObject({}) }, async () => ({ accountId })),
+      defineTool(server, deps.logger, 'probe_tool', { description: 'test only', input: NoInput }, async () => ({ accountId })),
     );
     try {
       const client = await connect('/api/mcp', owner.key);

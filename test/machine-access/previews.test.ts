@@ -1,6 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
+import { Duplex } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { asBearer, asSession, type TestContext } from '../support/app.ts';
@@ -9,6 +10,7 @@ import { assertProblem } from '../support/problem.ts';
 import { hostOnlyCookie } from '../../src/machine-access/previews/preview-proxy.ts';
 import { previewHosts, portOf } from '../../src/machine-access/previews/preview-access.ts';
 import { loadConfig } from '../../src/config.ts';
+import { PortClosed } from '../../src/providers/provider.ts';
 
 const hostOf = (machineId: string, port: number) => `${port}-${machineId.replace('_', '-')}.localhost:3000`;
 
@@ -79,12 +81,13 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     appPort = (appServer.address() as AddressInfo).port;
     ctx = await createMachineTestApp({
       setup: (app) => {
-        // The machine's port `appPort` is this server; any other port has nothing listening.
+        // The machine's port `appPort` is this server; any other port has nothing listening (as the agent says it:
+        // a connection destroyed with PortClosed once the request went out).
         app.machineProvider.connectPort = async (_machine, port) => {
-          if (port !== appPort) return null;
-          const socket = connect(appPort, '127.0.0.1');
-          await new Promise((resolve) => socket.once('connect', resolve));
-          return socket;
+          if (port === appPort) return connect(appPort, '127.0.0.1');
+          const refused = new Duplex({ read() {}, write: (_chunk, _encoding, done) => done() });
+          setImmediate(() => refused.destroy(new PortClosed(port)));
+          return refused;
         };
       },
     });
@@ -274,6 +277,10 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     assert.ok(echoed.endsWith('\r\n\r\nping through the preview'), echoed);
     assert.equal(seen.at(-1)!['x-preview-token'], undefined);
     assert.equal(seen.at(-1)!.upgrade, 'echo');
+    // The head goes out with the connection's opening: a closed port is known only after, and still answered.
+    const closed = await upgrade(hostOf(machine.id, 5999), { 'x-preview-token': previewToken, accept: 'application/json' });
+    assert.match(closed, /^HTTP\/1.1 502 /);
+    assert.match(closed, /Nothing listens on port 5999.*"code":"port_closed"/);
   });
 
   function upgrade(host: string, headers: Record<string, string>, send?: string): Promise<string> {
@@ -301,7 +308,7 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     const { previewToken } = await settingsOf(machine.id);
     const closed = await injectPreview(hostOf(machine.id, 5999), { 'x-preview-token': previewToken });
     assertProblem(closed, 502, 'port_closed');
-    assert.match(closed.json().detail, /port 5999/);
+    assert.match(closed.json().detail, /^Nothing listens on port 5999/);
     const closedPage = await injectPreview(hostOf(machine.id, 5999), { 'x-preview-token': previewToken, accept: 'text/html' });
     assert.equal(closedPage.statusCode, 502);
     assert.match(closedPage.body, /port 5999/);

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Duplex } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { AgentClient } from '../../src/providers/agent/agent-client.ts';
+import { PortClosed } from '../../src/providers/provider.ts';
 import { AGENT_BINARY } from '../../src/providers/docker/agent-install.ts';
 
 /**
@@ -208,6 +209,29 @@ describe('the machine agent, through the service’s client', { skip: existsSync
     echo.close();
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.equal(await client.connectPort(port), null);
+    client.close();
+  });
+
+  test('a port stream takes bytes before the agent answered; a closed port destroys it with PortClosed, no byte read', async () => {
+    const echo: Server = createServer((connection) => connection.pipe(connection));
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    const port = (echo.address() as { port: number }).port;
+    const { client } = connect();
+    const stream = client.portStream(port);
+    stream.write('ping');
+    const answer = await new Promise<string>((resolve) => stream.once('data', (chunk: Buffer) => resolve(chunk.toString())));
+    assert.equal(answer, 'ping');
+    stream.destroy();
+    echo.close();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+
+    const closed = client.portStream(port);
+    closed.write('ping');
+    const read: Buffer[] = [];
+    closed.on('data', (chunk: Buffer) => read.push(chunk));
+    const error = await new Promise((resolve) => closed.once('error', resolve));
+    assert.ok(error instanceof PortClosed, String(error));
+    assert.deepEqual(read, []);
     client.close();
   });
 });

@@ -62,6 +62,8 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestC
       // Machines never stop for idleness in tests that move the clock for other reasons (hours of metering, say);
       // the idle stop's own tests ask for it (test/machines/idle-stop.test.ts).
       MACHINE_AUTO_STOP_MINUTES: '0',
+      // Tests ask for Docker (test/support/docker.ts) or for auto's choice themselves: the default would take the engine where one runs.
+      MACHINE_PROVIDER: 'simulated',
       ...options.env,
     }),
     passwordHashCost: options.passwordHashCost ?? FAST_HASH,

@@ -9,7 +9,7 @@ export async function hasOpenssl(): Promise<boolean> {
 
 /**
  * A self-signed certificate for 127.0.0.1 and localhost, made with the
- * README's command ("Receive webhooks locally"): `key.pem` and `cert.pem` in `dir`.
+ * command of docs/webhooks.md ("Receive webhooks locally"): `key.pem` and `cert.pem` in `dir`.
  */
 export async function makeSelfSignedCertificate(dir: string): Promise<{ key: string; cert: string }> {
   const key = join(dir, 'key.pem');

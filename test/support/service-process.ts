@@ -28,7 +28,7 @@ export async function startServiceProcess(env: Record<string, string>): Promise<
   const port = env.PORT ? Number(env.PORT) : await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, [SERVER], {
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: url, LOG_LEVEL: 'warn', BILLING: 'off', ...env },
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: url, LOG_LEVEL: 'warn', BILLING: 'off', MACHINE_PROVIDER: 'simulated', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

@@ -12,10 +12,10 @@ export async function setLanePaused(db: Kysely<DB>, lane: string, paused: boolea
 }
 
 /**
- * Closes the lane and cancels its jobs. No foreign key does it on PostgreSQL,
- * where checking one for every job queued cost more than this delete
- * (migration 0010): the jobs go first, as a lane's owner's delete takes them
- * after its own rows (see docs/architecture.md, "Lock order on PostgreSQL").
+ * Closes the lane and cancels its jobs. The foreign key would delete them with
+ * the lane; they go first, by name, so that the lane's row is locked last, as
+ * a lane's owner's delete takes its jobs after its own rows (see
+ * docs/architecture.md, "Lock order on PostgreSQL").
  */
 export async function closeLane(db: Kysely<DB>, lane: string): Promise<void> {
   await db.deleteFrom('jobs').where('lane', '=', lane).execute();

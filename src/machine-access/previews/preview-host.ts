@@ -5,7 +5,7 @@ import { hostnameOf, type HostRoute } from '../../http/host-routes.ts';
 import { buildProblem, PROBLEM_CONTENT_TYPE } from '../../http/problem.ts';
 import { escapeHtml } from '../../shared/html.ts';
 import { toProviderMachine } from '../../machines/machines.repository.ts';
-import type { MachineProvider } from '../../providers/provider.ts';
+import { PortClosed, type MachineProvider } from '../../providers/provider.ts';
 import { portClosed, previewsNotSupported, previewUnreachable } from './previews.errors.ts';
 import { decidePreview, type Previews } from './previews.service.ts';
 import { proxyRequest, proxyUpgrade } from './preview-proxy.ts';
@@ -68,13 +68,15 @@ export function previewHostRoute(previews: Previews, provider: MachineProvider):
     // A request let through to the machine's port is activity, whatever the port answers.
     await previews.activity.touch(machine.id);
     try {
-      const connection = await provider.connectPort(toProviderMachine(machine), port);
-      return connection === null ? { error: portClosed(port) } : { connection, port, traffic: previews.activity.traffic(machine.id) };
+      return { connection: await provider.connectPort(toProviderMachine(machine), port), port, traffic: previews.activity.traffic(machine.id) };
     } catch (err) {
       deps.logger.warn({ err, machineId: machine.id, port }, 'a preview could not reach the machine');
       return { error: previewUnreachable(port) };
     }
   }
+
+  /** Why the port's connection failed before the app answered. */
+  const unanswered = (port: number) => (error: unknown) => (error instanceof PortClosed ? portClosed(port) : previewUnreachable(port));
 
   const failed = (err: unknown) => {
     deps.logger.error({ err }, 'a preview request failed');
@@ -93,7 +95,8 @@ export function previewHostRoute(previews: Previews, provider: MachineProvider):
             response.writeHead(302, { location: opened.signedIn.location, 'set-cookie': opened.signedIn.cookie, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer', 'content-length': 0 });
             return response.end();
           }
-          proxyRequest(request, response, opened.connection, { proto, traffic: opened.traffic, failed: () => refuse(publicUrl, response, request, previewUnreachable(opened.port)) });
+          const why = unanswered(opened.port);
+          proxyRequest(request, response, opened.connection, { proto, traffic: opened.traffic, failed: (error) => refuse(publicUrl, response, request, why(error)) });
         },
         (err: unknown) => refuse(publicUrl, response, request, failed(err)),
       );
@@ -106,7 +109,8 @@ export function previewHostRoute(previews: Previews, provider: MachineProvider):
           if ('error' in opened) return refuseUpgrade(publicUrl, socket, request, opened.error);
           // A link is opened by a page, never by a WebSocket.
           if ('signedIn' in opened) return refuseUpgrade(publicUrl, socket, request, new AppError(400, 'invalid_request', 'Open the signed link in a browser first.'));
-          proxyUpgrade(request, socket, head, opened.connection, { proto, traffic: opened.traffic });
+          const why = unanswered(opened.port);
+          proxyUpgrade(request, socket, head, opened.connection, { proto, traffic: opened.traffic, failed: (error) => refuseUpgrade(publicUrl, socket, request, why(error)) });
         },
         (err: unknown) => refuseUpgrade(publicUrl, socket, request, failed(err)),
       );

@@ -64,10 +64,10 @@ export function relayedResponseHeaders(response: IncomingMessage): string[] {
 /**
  * One request, relayed over its own connection to the machine's port:
  * bodies stream both ways with backpressure, nothing is buffered whole.
- * `failed` answers for an app that does not speak HTTP (only while nothing
- * was sent yet).
+ * `failed` answers for a port with nothing listening or an app that does not
+ * speak HTTP (only while nothing was sent yet).
  */
-export function proxyRequest(request: IncomingMessage, response: ServerResponse, connection: Duplex, options: { proto: string; failed: () => void; traffic?: () => void }): void {
+export function proxyRequest(request: IncomingMessage, response: ServerResponse, connection: Duplex, options: { proto: string; failed: (error: unknown) => void; traffic?: () => void }): void {
   connection.on('error', () => {});
   const upstream = httpRequest({
     method: request.method,
@@ -87,8 +87,8 @@ export function proxyRequest(request: IncomingMessage, response: ServerResponse,
     // Listened to once the pipeline reads it: a long answer (server-sent events) is traffic as it flows.
     if (options.traffic) answer.on('data', options.traffic);
   });
-  upstream.once('error', () => {
-    if (!response.headersSent) options.failed();
+  upstream.once('error', (error) => {
+    if (!response.headersSent) options.failed(error);
     else response.destroy();
     end();
   });
@@ -102,9 +102,10 @@ export function proxyRequest(request: IncomingMessage, response: ServerResponse,
 /**
  * A WebSocket (or any upgrade): the request's head is written to the
  * machine's port as it came (less the preview's credentials), then bytes flow
- * both ways untouched, the app's own 101 included.
+ * both ways untouched, the app's own 101 included. `failed` answers for a
+ * connection that fails before the app sent anything.
  */
-export function proxyUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, connection: Duplex, options: { proto: string; traffic?: () => void }): void {
+export function proxyUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, connection: Duplex, options: { proto: string; failed: (error: unknown) => void; traffic?: () => void }): void {
   const headers = forwardedRequestHeaders(request, { upgrade: true, proto: options.proto });
   let text = `${request.method} ${request.url} HTTP/${request.httpVersion}\r\n`;
   for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
@@ -114,11 +115,29 @@ export function proxyUpgrade(request: IncomingMessage, socket: Duplex, head: Buf
     socket.destroy();
     connection.destroy();
   };
-  pipeline(socket, connection, end);
-  pipeline(connection, socket, end);
-  // Listened to once the pipelines read them, so no byte is taken from them: every chunk either way is traffic.
-  if (options.traffic) {
-    socket.on('data', options.traffic);
-    connection.on('data', options.traffic);
-  }
+  // Joined once the app sent its first bytes: a pipeline destroys the client's socket with the connection's error,
+  // and a failure before that is answered on it.
+  const early = (error: Error) => {
+    connection.destroy();
+    options.failed(error);
+  };
+  const unanswered = () => end();
+  connection.once('error', early);
+  connection.once('end', unanswered);
+  socket.once('close', unanswered);
+  connection.once('data', (first: Buffer) => {
+    connection.off('error', early);
+    connection.off('end', unanswered);
+    socket.off('close', unanswered);
+    connection.pause();
+    socket.write(first);
+    options.traffic?.();
+    pipeline(socket, connection, end);
+    pipeline(connection, socket, end);
+    // Listened to once the pipelines read them, so no byte is taken from them: every chunk either way is traffic.
+    if (options.traffic) {
+      socket.on('data', options.traffic);
+      connection.on('data', options.traffic);
+    }
+  });
 }

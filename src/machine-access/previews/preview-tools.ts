@@ -1,20 +1,17 @@
 import type { McpServer } from '@modelcontextprotocol/server';
-import * as z from 'zod';
+import { Type } from 'typebox';
+import { IdParamsSchema } from '../../http/schemas.ts';
 import type { PlatformToolRegistrar } from '../../mcp/mcp.plugin.ts';
 import { defineTool } from '../../mcp/tools.ts';
 import type { MachineToolContext } from '../machine-tools.ts';
-import { createPreviewLink, PREVIEW_LINK_SECONDS, previewOf, type Previews } from './previews.service.ts';
+import { createPreviewLink, previewOf, type Previews } from './previews.service.ts';
+import { PreviewLinkBody } from './previews.schemas.ts';
 
-const PreviewArgs = {
-  port: z.number().int().min(1).max(65_535).describe('The TCP port a server listens on inside the machine (on 127.0.0.1 or 0.0.0.0)'),
-  expiresInSeconds: z
-    .number()
-    .int()
-    .min(PREVIEW_LINK_SECONDS.min)
-    .max(PREVIEW_LINK_SECONDS.max)
-    .optional()
-    .describe(`How long the signed link works (default ${PREVIEW_LINK_SECONDS.default})`),
-};
+// The tools take the HTTP route's body (previews.schemas.ts): its limits are written once.
+const PlatformPreviewInput = Type.Object(
+  { id: { ...IdParamsSchema.properties.id, description: 'Machine id (mch_…)' }, ...PreviewLinkBody.properties },
+  { additionalProperties: false },
+);
 
 const DESCRIPTION =
   'The preview URL of a port of the machine (an HTTP server there, WebSockets included), and a signed link that opens it in a browser until expiresAt. ' +
@@ -31,7 +28,7 @@ async function previewAnswer(previews: Previews, accountId: string, machineId: s
 export function registerPreviewTools(server: McpServer, context: MachineToolContext, previews: Previews): void {
   defineTool(server, context.logger, 'preview_url', {
     description: DESCRIPTION,
-    input: z.strictObject(PreviewArgs),
+    input: PreviewLinkBody,
   }, ({ port, expiresInSeconds }) => previewAnswer(previews, context.accountId, context.machineId, port, expiresInSeconds));
 }
 
@@ -40,7 +37,7 @@ export function previewPlatformTools(previews: Previews): PlatformToolRegistrar 
   return (server, { deps, accountId }) => {
     defineTool(server, deps.logger, 'machine_preview_url', {
       description: DESCRIPTION,
-      input: z.strictObject({ id: z.string().min(1).max(100).describe('Machine id (mch_…)'), ...PreviewArgs }),
+      input: PlatformPreviewInput,
     }, ({ id, port, expiresInSeconds }) => previewAnswer(previews, accountId, id, port, expiresInSeconds));
   };
 }

@@ -1,7 +1,7 @@
 import http2 from 'node:http2';
-import { Duplex, PassThrough, pipeline, Readable, type Writable } from 'node:stream';
+import { PassThrough, pipeline, Readable, type Duplex, type Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import type { CommandResult, FileEntry, MetricSample, ProcessInfo, ProcessOutput, ProcessSignal } from '../provider.ts';
+import { PortClosed, type CommandResult, type FileEntry, type MetricSample, type ProcessInfo, type ProcessOutput, type ProcessSignal } from '../provider.ts';
 
 /** The agent API's major version this service speaks (agent/API.md). */
 export const AGENT_API = 1;
@@ -15,6 +15,16 @@ export const OUTPUT_READ_LIMIT = 1024 * 1024;
  * however fast the machine sends.
  */
 const STREAM_WINDOW = 1024 * 1024;
+/**
+ * What the agent may send on all requests at once before the service says it
+ * read some. HTTP/2's default, 64 KiB, lets a single port relay or file read
+ * have only two of the agent's 32 KiB writes on the way: the agent then waits
+ * for a WINDOW_UPDATE from the service's event loop every 32 KiB, and both
+ * sides pay for many small reads and writes (bench/RESULTS.md, 2026-12-07
+ * (eighth)). Node reads the connection's window back as bytes arrive; what a
+ * slow reader holds is bounded by STREAM_WINDOW per request.
+ */
+const CONNECTION_WINDOW = 8 * STREAM_WINDOW;
 
 /** The agent answered with an error (agent/API.md: `{error, message}`). */
 export class AgentError extends Error {
@@ -126,6 +136,7 @@ export class AgentClient {
       settings: { initialWindowSize: STREAM_WINDOW, enablePush: false, maxFrameSize: 64 * 1024 },
     });
     this.#session.on('error', () => {});
+    this.#session.once('connect', () => this.#session.setLocalWindowSize(CONNECTION_WINDOW));
     // A stream that ends one way (the machine stopped, the exec died) is the end of the connection: HTTP/2 over a
     // half-open stream would otherwise wait for it, and so would every request on it.
     const end = () => this.#session.destroy();
@@ -145,6 +156,14 @@ export class AgentClient {
     this.#session.destroy();
   }
 
+  /** While a request is open, the connection keeps the process up. */
+  #keepUpWhileOpen(request: http2.ClientHttp2Stream): void {
+    if (this.#inFlight++ === 0) this.#session.ref();
+    request.once('close', () => {
+      if (--this.#inFlight === 0 && !this.#session.destroyed) this.#session.unref();
+    });
+  }
+
   /** Sends a request; answers once the agent's headers came (its body still streaming). */
   #request(method: string, path: string, body?: Buffer | Readable | null, options: { signal?: AbortSignal; contentType?: string } = {}): Promise<Answer> {
     return new Promise((resolve, reject) => {
@@ -161,10 +180,7 @@ export class AgentClient {
         reject(new AgentUnavailable(`the machine agent cannot be reached: ${(error as Error).message}`));
         return;
       }
-      if (this.#inFlight++ === 0) this.#session.ref();
-      request.once('close', () => {
-        if (--this.#inFlight === 0 && !this.#session.destroyed) this.#session.unref();
-      });
+      this.#keepUpWhileOpen(request);
       request.once('response', (responseHeaders) => {
         // Read from now on: an HTTP/2 stream that the agent ends at once may close before a later reader attaches,
         // and its buffered body would be lost to it. The pipe still reads only as fast as the reader does.
@@ -338,6 +354,36 @@ export class AgentClient {
     return channelOf(await this.#ok(answer), input);
   }
 
+  /**
+   * A byte stream to 127.0.0.1:<port> inside the machine, as the agent's
+   * HTTP/2 stream itself (nothing copies its chunks on the way): writable at
+   * once, so what is written first goes with the stream's opening instead of
+   * after the agent's answer. Paused until the agent said the port answered,
+   * then flowing: attach its reader at once (in this turn of the event loop).
+   * Destroyed with PortClosed when nothing listens there, the agent's error
+   * body never read as the port's bytes.
+   * @throws AgentUnavailable when the connection to the agent is closed
+   */
+  portStream(port: number): Duplex {
+    if (!this.isOpen) throw new AgentUnavailable('the connection to the machine agent is closed');
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = this.#session.request({ ':method': 'POST', ':path': `/v1/ports/${port}/connect`, 'content-type': 'application/octet-stream' });
+    } catch (error) {
+      throw new AgentUnavailable(`the machine agent cannot be reached: ${(error as Error).message}`);
+    }
+    this.#keepUpWhileOpen(stream);
+    // The answer's body may be read before 'response' is emitted: nothing flows until the answer was seen.
+    stream.pause();
+    stream.once('response', (headers) => {
+      const status = Number(headers[':status']);
+      if (status === 200) stream.resume();
+      else if (status === 502) stream.destroy(new PortClosed(port));
+      else stream.destroy(new AgentError(status, 'internal', `the machine agent answered ${status} to a port's connection`));
+    });
+    return stream;
+  }
+
   /** The samples the agent kept of the machine's use of resources, taken after `sinceMs`; empty from an agent older than them (404). */
   async metrics(sinceMs: number): Promise<MetricSample[]> {
     const answer = this.#json<{ data: MetricSample[] }>('GET', `/v1/metrics?${new URLSearchParams({ since: String(sinceMs) })}`).then((body) => body.data);
@@ -376,40 +422,6 @@ function channelOf(answer: Answer, input: PassThrough): AgentChannel {
       answer.cancel();
     },
   };
-}
-
-/**
- * A channel as one Duplex, backpressure kept both ways: what `http.request`
- * takes as its connection, or what a socket is piped to. Destroying it closes
- * the channel.
- */
-export function duplexOf(channel: AgentChannel): Duplex {
-  const { output, input } = channel;
-  const duplex = new Duplex({
-    // As a TCP socket: the port's end closing is the end of the channel both ways.
-    allowHalfOpen: false,
-    read() {
-      output.resume();
-    },
-    write(chunk: Buffer, _encoding, callback) {
-      if (input.write(chunk)) callback();
-      else input.once('drain', () => callback());
-    },
-    final(callback) {
-      input.end();
-      callback();
-    },
-    destroy(error, callback) {
-      channel.close();
-      callback(error);
-    },
-  });
-  output.on('data', (chunk: Buffer) => {
-    if (!duplex.push(chunk)) output.pause();
-  });
-  output.once('end', () => duplex.push(null));
-  output.once('error', (error) => duplex.destroy(error));
-  return duplex;
 }
 
 function errorOf(status: number, body: Buffer): AgentError {

@@ -38,5 +38,5 @@ export async function probeDiskLimits(docker: Docker, image: string): Promise<Di
 /** What the start-up line and /readyz say when machines' disks are not limited. */
 export function diskWarning(limits: DiskLimits): string | null {
   if (limits.enforced) return null;
-  return `machines' disks are NOT limited: ${limits.why}. One machine can fill the host's disk. Run the engine on btrfs or zfs, or on overlay2 over xfs mounted with pquota (README, "Disk limits").`;
+  return `machines' disks are NOT limited: ${limits.why}. One machine can fill the host's disk. Run the engine on btrfs or zfs, or on overlay2 over xfs mounted with pquota (docs/machines.md, "Disk limits").`;
 }

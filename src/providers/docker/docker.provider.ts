@@ -17,7 +17,7 @@ import { sendToResolver } from './resolver.ts';
 import { engineClient, probeEngine, readyEngine, type Engine } from './engine.ts';
 import { defaultNetworkPolicy } from '../network-policy.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
-import { duplexOf, type AgentRunResult } from '../agent/agent-client.ts';
+import type { AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
 import { collectKeptImages, dockerTemplates, templateImage } from './templates.ts';
 
@@ -162,6 +162,13 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
         return Promise.race([answered, silence]).finally(() => clearTimeout(timer));
       },
       attached: () => [...engines.keys()],
+      capacityOf: (name) => engines.get(name)?.capacity ?? null,
+    },
+
+    // One engine (no MACHINE_HOSTS): it is readied here, before the service serves, as ever; several are readied
+    // by the hosts room (readyHosts), which records them.
+    async start() {
+      if (config.hosts.length === 0) await attach({ name: LOCAL_HOST, address: localEngineAddress() });
     },
 
     warnings() {
@@ -248,10 +255,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
         unwatchers.clear();
       };
     },
-    async connectPort(machine, port) {
-      const channel = await (await agents.of(machine)).connectPort(port);
-      return channel === null ? null : duplexOf(channel);
-    },
+    connectPort: async (machine, port) => (await agents.of(machine)).portStream(port),
     files: dockerFiles(agents),
     processes: dockerProcesses(agents),
     templates: dockerTemplates(dockerOf, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing, logger),

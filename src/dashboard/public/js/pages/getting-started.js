@@ -134,7 +134,7 @@ function stepsOf({ me, billing, mail, keys, endpoints }, machines, onCreateMachi
       id: 'endpoint',
       title: 'Add an event webhook endpoint',
       done: endpoints > 0,
-      hint: 'Your HTTPS receiver gets a signed event whenever a machine or run changes, so you never poll. A receiver on this machine: see “Receive webhooks locally” in the README.',
+      hint: 'Your HTTPS receiver gets a signed event whenever a machine or run changes, so you never poll. A receiver on this machine: see “Receive webhooks locally” in docs/webhooks.md.',
       action: h('a', { href: '/event-webhooks' }, 'Add an endpoint'),
     },
     {

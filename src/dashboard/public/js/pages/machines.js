@@ -29,6 +29,13 @@ import { templatesCard } from './machine-templates.js';
  * @property {string} createdAt
  */
 
+/**
+ * @typedef {object} MachineHost  GET /api/dashboard/machines
+ * @property {'docker' | 'simulated'} provider
+ * @property {'auto' | 'docker' | 'simulated'} configured
+ * @property {'ready' | 'building' | 'failed' | null} image
+ */
+
 const POLL_MS = 2000;
 /** Statuses that stay until someone acts; any other (starting, stopping, one this page does not know) is watched. */
 const SETTLED = new Set(['running', 'paused', 'stopped', 'error', 'destroyed']);
@@ -82,10 +89,20 @@ export function machinesPage({ onCleanup, account, refreshChrome }) {
   let machines = [];
   const list = poll(onCleanup, readMachines, POLL_MS);
   const refresh = list.refresh;
+  const hostSlot = h('div', { hidden: true });
+  /** @type {MachineHost | null} */
+  let host = null;
 
   /** @returns {Promise<boolean>} whether a machine is still on its way */
   async function readMachines() {
     try {
+      // What machines run on is read again only while it may change (the image's first build).
+      if (host === null || host.image === 'building') {
+        host = await api('GET', '/api/dashboard/machines').catch(() => host);
+        const notice = host && hostNotice(host);
+        hostSlot.hidden = !notice;
+        replace(hostSlot, notice);
+      }
       machines = await listAll('/api/machines');
     } catch (error) {
       replace(body, h('div', { class: 'card__footer' }, alertBox('error', messageOf(error))));
@@ -94,7 +111,7 @@ export function machinesPage({ onCleanup, account, refreshChrome }) {
     if (!list.stillShown()) return false;
     draw();
     guide.setMachineCount(machines.length);
-    return machines.some((machine) => !SETTLED.has(machine.status));
+    return host?.image === 'building' || machines.some((machine) => !SETTLED.has(machine.status));
   }
 
   function draw() {
@@ -117,10 +134,37 @@ export function machinesPage({ onCleanup, account, refreshChrome }) {
   return [
     pageHeader({ title: 'Machines', description: 'Virtual machines your agents drive through MCP. Machine time is metered while they run.', actions: [create] }),
     h('div', { class: 'stack' },
+      hostSlot,
       guide.element,
       card({ title: 'Your machines', id: 'machines', flush: true, actions: [toggle] }, body),
       templatesCard().element),
   ];
+}
+
+/**
+ * What a user must know of the machines here: simulated ones run nothing (and
+ * how to get real ones), or the machine image is in its first build; nothing
+ * when machines are real and ready.
+ * @param {MachineHost} host
+ */
+function hostNotice(host) {
+  if (host.provider === 'simulated') {
+    return alertBox('warning', h('span', null,
+      h('strong', null, 'Machines are simulated: they run no commands.'),
+      'To get real machines: start Docker on the service’s host and restart the service (MACHINE_PROVIDER=auto, the default, then uses it), or set ',
+      h('code', null, 'MACHINE_PROVIDER=docker'), '.'), { id: 'machine-host-notice', 'data-provider': 'simulated' });
+  }
+  if (host.image === 'building') {
+    return alertBox('info', h('span', null,
+      h('strong', null, 'The machine image is being built (first start on this host, a few minutes).'),
+      'Machines you create meanwhile wait in Starting and boot once it is ready.'), { id: 'machine-host-notice', 'data-image': 'building' });
+  }
+  if (host.image === 'failed') {
+    return alertBox('error', h('span', null,
+      h('strong', null, 'The machine image could not be built: machines cannot start.'),
+      'The service’s log says why. The operator can build it with ', h('code', null, 'npm run machine-image'), ', then start the machines again.'), { id: 'machine-host-notice', 'data-image': 'failed' });
+  }
+  return null;
 }
 
 /** @param {number} total @param {number} destroyed */
