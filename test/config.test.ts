@@ -60,6 +60,10 @@ describe('loadConfig', () => {
         dnsServers: [],
         autoStopMinutes: 15,
         privateAllow: [],
+        hosts: [],
+        hostCertsDir: null,
+        hostLostAfterMs: 30_000,
+        cpuOvercommit: 4,
       },
       jobs: { pollIntervalMs: 1000 },
       billing: {
@@ -347,4 +351,27 @@ describe('bad configuration stops the server', () => {
     assert.equal(stderr.trimEnd().split('\n').length, 1, `one line, got: ${stderr}`);
     assert.match(stderr, /\bPUBLIC_URL\b/);
   });
+});
+
+test('MACHINE_HOSTS: name=address pairs of unix://, tcp:// or ssh:// engines; the hosts settings are bounded', () => {
+  const config = loadConfig({ MACHINE_HOSTS: 'a-1=unix:///run/a.sock, b=tcp://10.0.0.2:2376,c=ssh://deploy@edge', MACHINE_HOST_LOST_AFTER_MS: '5000', MACHINE_CPU_OVERCOMMIT: '2.5' });
+  assert.deepEqual(config.machines.hosts, [
+    { name: 'a-1', address: 'unix:///run/a.sock' },
+    { name: 'b', address: 'tcp://10.0.0.2:2376' },
+    { name: 'c', address: 'ssh://deploy@edge' },
+  ]);
+  assert.equal(config.machines.hostLostAfterMs, 5000);
+  assert.equal(config.machines.cpuOvercommit, 2.5);
+  for (const [value, message] of [
+    ['a', /MACHINE_HOSTS must be name=address/],
+    ['A=unix:///x', /bad host name "A"/],
+    ['a=http://x', /must start with unix:\/\/, tcp:\/\/ or ssh:\/\//],
+    ['a=unix:///x,a=unix:///y', /names "a" twice/],
+    ['a=tcp://:2376', /is not a URL/],
+    ['a=unix:relative', /needs an absolute path/],
+  ] as const) {
+    assert.throws(() => loadConfig({ MACHINE_HOSTS: value }), message, value);
+  }
+  assert.throws(() => loadConfig({ MACHINE_HOST_LOST_AFTER_MS: '10' }), /MACHINE_HOST_LOST_AFTER_MS must be between 1000/);
+  assert.throws(() => loadConfig({ MACHINE_CPU_OVERCOMMIT: '0.5' }), /MACHINE_CPU_OVERCOMMIT must be between 1 and 64/);
 });

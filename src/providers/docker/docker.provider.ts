@@ -133,8 +133,10 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
 
   /** Readies a host's engine and routes its machines to it (again for a host whose address changed). */
   async function attach(host: ProviderHost) {
-    const docker = host.name === LOCAL_HOST && host.address === localEngineAddress() ? localDocker : engineClient(host.address, config.hostCertsDir === null ? undefined : `${config.hostCertsDir}/${host.name}`);
-    const engine = await readyEngine(config, host.name, host.address, docker, logger);
+    // The one engine of a single-engine setup is DOCKER_HOST's, read as Docker's own clients read it (TLS variables too).
+    const fromEnvironment = host.name === LOCAL_HOST && host.address === localEngineAddress();
+    const docker = fromEnvironment ? localDocker : engineClient(host.address, config.hostCertsDir === null ? undefined : `${config.hostCertsDir}/${host.name}`);
+    const engine = await readyEngine(config, host.name, fromEnvironment ? null : host.address, docker, logger);
     engines.set(host.name, engine);
     watchHost(engine);
     return engine.capacity;
