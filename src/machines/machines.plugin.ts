@@ -3,6 +3,7 @@ import { inTransaction } from '../db/transaction.ts';
 import type { Deps } from '../deps.ts';
 import type { Timer } from '../shared/clock.ts';
 import { readyHosts, watchHostsOnce } from '../hosts/hosts.service.ts';
+import { registerHostMetrics } from '../hosts/hosts.metrics.ts';
 import { loseHost, recoverHost } from './host-loss.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import type { ImageBuild } from '../providers/docker/image-build.ts';
@@ -78,6 +79,7 @@ export const machinesPlugin = fp<{ imageBuild?: ImageBuild }>(
     const { provider } = choice;
     await provider.start?.();
     await readyHosts(deps, provider);
+    if (provider.hosts) registerHostMetrics(app.metrics.registry, deps.db, deps.config.machines);
     app.decorate('machineProvider', provider);
     app.decorate('machineHost', choice.host);
     app.addHook('onClose', async () => choice.close());

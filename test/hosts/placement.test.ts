@@ -61,6 +61,16 @@ describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
     assert.match(refused.headers['content-type'] as string, /application\/problem\+json/);
     assert.equal((await docker.ctx.app.deps.db.selectFrom('machines').select('id').execute()).length, before.length);
 
+    // Operators see each host in /metrics: its capacity, what its machines hold, how many, its state.
+    const metrics = (await docker.ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
+    for (const engine of engines) {
+      assert.match(metrics, new RegExp(`machine_host_capacity\\{host="${engine.name}",resource="cpus"\\} 2\\b`));
+      assert.match(metrics, new RegExp(`machine_host_used\\{host="${engine.name}",resource="cpus"\\} 2\\b`));
+      assert.match(metrics, new RegExp(`machine_host_used\\{host="${engine.name}",resource="memory_bytes"\\} ${2 * 512 * 1024 ** 2}\\b`));
+      assert.match(metrics, new RegExp(`machine_host_machines\\{host="${engine.name}"\\} 2\\b`));
+      assert.match(metrics, new RegExp(`machine_host_state\\{host="${engine.name}",state="active"\\} 1\\b`));
+    }
+
     // Commands, files and the agent go to the machine's own host.
     const onSecond = ids[hosts.indexOf(engines[1]!.name)]!;
     const run = await runToEnd(owner, onSecond, { command: 'echo "$(hostname) on its host"' });
