@@ -1,8 +1,9 @@
 // npm run bench:idle-memory — issue 42: the resident memory (the kernel's VmRSS) of a started service on SQLite,
 // idle, beside a bare Fastify process measured in the same run. Each start: `node src/server.ts` on a fresh SQLite
 // file, /healthz answered, SETTLE_MS idle, VmRSS read, stopped; the bare process (bench/bare.child.ts) likewise,
-// alternating. Median of STARTS each. The target is for the default start (MACHINE_PROVIDER unset: simulated);
-// BENCH_IDLE_DOCKER=1 measures the Docker provider too (an engine must be up).
+// alternating. Median of STARTS each. The target is for a start on the simulated provider (the default where no
+// Docker engine answers: MACHINE_PROVIDER=auto); BENCH_IDLE_DOCKER=1 measures the Docker provider too (an engine
+// must be up, with the machine image).
 // BENCH_IDLE_DETAIL=1 prints, for one more start of the service, what it holds: V8's figures, the modules
 // loaded (by package) and where its heap goes (a heap snapshot's biggest constructors by retained size is
 // `node --heapsnapshot-signal=SIGUSR2 src/server.ts`, then a look in Chrome's DevTools; this says which files).
@@ -132,7 +133,8 @@ async function detail(env: Record<string, string>): Promise<void> {
 }
 
 console.log(`bench/idle-memory: VmRSS ${SETTLE_MS / 1000} s after /healthz answers, ${STARTS} starts each, alternating with a bare Fastify process`);
-const simulated = await measure('service, SQLite, default start (MACHINE_PROVIDER unset: simulated)', {});
+// Named, not left to auto: on a host where an engine answers, auto would take Docker.
+const simulated = await measure('service, SQLite, simulated machines (the default where no engine answers)', { MACHINE_PROVIDER: 'simulated' });
 console.log(`  target: the service's median ≤ ${mb(TARGET_BYTES)}: ${simulated.service <= TARGET_BYTES ? 'PASS' : 'ABOVE TARGET'}`);
 if (process.env.BENCH_IDLE_DOCKER === '1') await measure('service, SQLite, MACHINE_PROVIDER=docker', { MACHINE_PROVIDER: 'docker', ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}) });
-if (process.env.BENCH_IDLE_DETAIL === '1') await detail({});
+if (process.env.BENCH_IDLE_DETAIL === '1') await detail({ MACHINE_PROVIDER: 'simulated' });
