@@ -2,13 +2,10 @@ import type { Kysely } from 'kysely';
 import { ConfigError } from '../config.ts';
 import type { Deps } from '../deps.ts';
 import type { DB } from '../db/database.ts';
-import { LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
+import { dockerHostAddress, LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
 import { capacityExhausted } from './hosts.errors.ts';
 import { listHosts, lockHostsForPlacement, placedSizes, setHostSeen, setHostState, upsertHost, type HostRow } from './hosts.repository.ts';
 import { chooseHost, roomOf } from './placement.ts';
-
-/** The address of the host `local` when no host is named: DOCKER_HOST, as Docker's own clients read it. */
-export const localAddress = () => process.env.DOCKER_HOST || 'unix:///var/run/docker.sock';
 
 /**
  * At start-up, before the service serves: records the hosts MACHINE_HOSTS
@@ -26,7 +23,7 @@ export async function readyHosts(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'l
   const now = deps.clock.now();
   const named = deps.config.machines.hosts;
   const recorded = await listHosts(deps.db);
-  const wanted = named.length > 0 ? named : recorded.length === 0 || recorded.some((host) => host.name === LOCAL_HOST) ? [{ name: LOCAL_HOST, address: localAddress() }] : [];
+  const wanted = named.length > 0 ? named : recorded.length === 0 || recorded.some((host) => host.name === LOCAL_HOST) ? [{ name: LOCAL_HOST, address: dockerHostAddress() }] : [];
   const byName = new Map(recorded.map((host) => [host.name, host]));
   for (const host of wanted) {
     const known = byName.get(host.name);

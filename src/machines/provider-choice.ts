@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { DEFAULT_MACHINE_IMAGE, type MachinesConfig } from '../config.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Sealer } from '../shared/sealing.ts';
-import type { MachineProvider } from '../providers/provider.ts';
+import { dockerHostAddress, type MachineProvider } from '../providers/provider.ts';
 import { createSimulatedProvider } from '../providers/simulated.provider.ts';
 import type { ImageBuild, MachineImageState } from '../providers/docker/image-build.ts';
 
@@ -35,11 +35,6 @@ interface ChoiceDeps {
   secrets: Sealer;
 }
 
-/** Where Docker's clients look for the engine. */
-export function dockerHost(): string {
-  return process.env.DOCKER_HOST || 'unix:///var/run/docker.sock';
-}
-
 /**
  * The provider MACHINE_PROVIDER names; for `auto`, Docker where an engine
  * answers (its image built on first use, while the service answers), else the
@@ -55,7 +50,7 @@ export async function chooseProvider(config: Readonly<MachinesConfig>, deps: Cho
   });
   if (config.provider === 'simulated') return simulated(null);
 
-  const where = dockerHost();
+  const where = dockerHostAddress();
   // No socket, no engine: the Docker client (some 30 MB of memory) is not even loaded.
   if (config.provider === 'auto' && where.startsWith('unix://') && !existsSync(where.slice('unix://'.length))) return simulated(`no Docker engine at ${where}`);
   // Loaded only where machines may be Docker's: dockerode and its dependencies weigh some 30 MB of memory.

@@ -2,6 +2,9 @@ import type { Duplex, Readable } from 'node:stream';
 import type { ComputerPlan } from './computer-use.ts';
 import type { NetworkPolicy } from './network-policy.ts';
 
+/** Where Docker's own clients look for the engine (DOCKER_HOST, else the local socket): the host `local`'s address. */
+export const dockerHostAddress = (): string => process.env.DOCKER_HOST || 'unix:///var/run/docker.sock';
+
 /** The host of a provider with one, and of every machine from before hosts. */
 export const LOCAL_HOST = 'local';
 

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { MachinesConfig } from '../../config.ts';
 import { SECOND } from '../../shared/clock.ts';
 import type { Sealer } from '../../shared/sealing.ts';
-import { LOCAL_HOST, type MachineProvider, type ProviderHost, type ProviderMachine, type ProviderRun } from '../provider.ts';
+import { dockerHostAddress, LOCAL_HOST, type MachineProvider, type ProviderHost, type ProviderMachine, type ProviderRun } from '../provider.ts';
 import { MACHINE_ID_LABEL, containerName, type ContainerSettings } from './container-spec.ts';
 import { agentConnections } from './agent-connection.ts';
 import { dockerFiles } from './files.ts';
@@ -45,9 +45,6 @@ export class HostUnavailable extends Error {
     this.host = host;
   }
 }
-
-/** The address DOCKER_HOST gives the host `local`, as Docker's own clients read it. */
-export const localEngineAddress = () => process.env.DOCKER_HOST || 'unix:///var/run/docker.sock';
 
 /**
  * MACHINE_PROVIDER=docker: each machine is one container on a Docker Engine,
@@ -134,7 +131,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
   /** Readies a host's engine and routes its machines to it (again for a host whose address changed). */
   async function attach(host: ProviderHost) {
     // The one engine of a single-engine setup is DOCKER_HOST's, read as Docker's own clients read it (TLS variables too).
-    const fromEnvironment = host.name === LOCAL_HOST && host.address === localEngineAddress();
+    const fromEnvironment = host.name === LOCAL_HOST && host.address === dockerHostAddress();
     const docker = fromEnvironment ? localDocker : engineClient(host.address, config.hostCertsDir === null ? undefined : `${config.hostCertsDir}/${host.name}`);
     const engine = await readyEngine(config, host.name, fromEnvironment ? null : host.address, docker, logger);
     engines.set(host.name, engine);
@@ -170,7 +167,7 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     // One engine (no MACHINE_HOSTS): it is readied here, before the service serves, as ever; several are readied
     // by the hosts room (readyHosts), which records them.
     async start() {
-      if (config.hosts.length === 0) await attach({ name: LOCAL_HOST, address: localEngineAddress() });
+      if (config.hosts.length === 0) await attach({ name: LOCAL_HOST, address: dockerHostAddress() });
     },
 
     warnings() {

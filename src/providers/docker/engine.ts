@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import { ConfigError, DEFAULT_MACHINE_IMAGE, type MachinesConfig } from '../../config.ts';
-import type { HostCapacity } from '../provider.ts';
+import { dockerHostAddress, type HostCapacity } from '../provider.ts';
 import { installAgent } from './agent-install.ts';
 import { diskWarning, probeDiskLimits, type DiskLimits } from './disk-limits.ts';
 import { engineMessage, statusCodeOf } from './lifecycle.ts';
@@ -88,7 +88,7 @@ export interface Engine {
  * @throws ConfigError naming what to fix.
  */
 export async function readyEngine(config: Readonly<MachinesConfig>, host: string, address: string | null, docker: Docker, logger: FastifyBaseLogger): Promise<Engine> {
-  const where = address ?? (process.env.DOCKER_HOST || 'unix:///var/run/docker.sock');
+  const where = address ?? dockerHostAddress();
   const variable = address === null ? 'DOCKER_HOST' : `the host ${host}`;
   try {
     await docker.ping();
