@@ -247,11 +247,12 @@ describe('idle stop (CONTRACT 20)', () => {
 
   test('the stop is a compare-and-set on idleness: activity recorded after the check read the machine wins', async () => {
     const machine = await runningMachine(ctx, owner, { name: 'raced', autoStopMinutes: 1 });
-    ctx.clock.advance(2 * MINUTE);
     const read = (await findMachineById(ctx.app.deps.db, machine.id))!;
-    const idleSince = ctx.clock.now() - MINUTE;
+    // The check's guard as it would be a minute from now; the clock stays put, so that no idle job falls due and
+    // runs the real check in the background (it would stop the machine before the activity below is recorded).
+    const idleSince = read.last_active_at!;
     // Another process records activity between the check's read and its write.
-    await recordActivity(ctx.app.deps.db, machine.id, ctx.clock.now());
+    await recordActivity(ctx.app.deps.db, machine.id, idleSince + SECOND);
     const lost = await inTransaction(ctx.app.deps.database, (tx) => markStopping(ctx.app.deps, tx, read, { action: 'stop', reason: 'idle' }, { idleSince }));
     assert.equal(lost, null);
     await workerPass(ctx);
