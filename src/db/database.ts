@@ -20,7 +20,7 @@ import type { PublicPreviewPortsTable } from '../machine-access/previews/preview
 import type { JobLanesTable, JobsTable } from '../jobs/jobs.tables.ts';
 import type { BillingAccountsTable, BillingIdempotencyTable, BillingLedgerTable, BillingMetersTable, BillingUsageDaysTable } from '../billing/billing.tables.ts';
 import type { OAuthGrantsTable, OAuthRecordsTable } from '../oauth/oauth.tables.ts';
-import type { HostsTable } from '../hosts/hosts.tables.ts';
+import type { HostsTable, MachineMovesTable } from '../hosts/hosts.tables.ts';
 import type { InboundWebhookReceiptsTable, InboundWebhooksTable, RunsTable, SchedulesTable } from '../runs/runs.tables.ts';
 
 /** Every table, as Kysely sees it. Each domain owns its own table interfaces. */
@@ -35,6 +35,7 @@ export interface DB {
   deliveries: DeliveriesTable;
   delivery_attempts: DeliveryAttemptsTable;
   hosts: HostsTable;
+  machine_moves: MachineMovesTable;
   machines: MachinesTable;
   pools: PoolsTable;
   templates: TemplatesTable;

@@ -43,7 +43,7 @@ export async function deleteHost(db: Kysely<DB>, name: string): Promise<void> {
   await db.deleteFrom('hosts').where('name', '=', name).execute();
 }
 
-/** How many machines of each size each host holds (PLACED_STATUSES), for placement and the operators' list. */
+/** How many machines of each size each host holds (PLACED_STATUSES, and those moving there to run), for placement and the operators' list. */
 export async function placedSizes(db: Kysely<DB>): Promise<{ host: string; size: string; count: number }[]> {
   const rows = await db
     .selectFrom('machines')
@@ -52,7 +52,18 @@ export async function placedSizes(db: Kysely<DB>): Promise<{ host: string; size:
     .where('host', 'is not', null)
     .groupBy(['host', 'size'])
     .execute();
-  return rows.map((row) => ({ host: row.host!, size: row.size, count: Number(row.count) }));
+  // A machine being moved off a draining host to run on another holds its size there already: two moves, or a move
+  // and a new machine, never fill one host past its capacity between them.
+  const arriving = await db
+    .selectFrom('machine_moves')
+    .innerJoin('machines', 'machines.id', 'machine_moves.machine_id')
+    .select(['machine_moves.to_host as host', 'machines.size as size', sql<number>`count(*)`.as('count')])
+    .where('machine_moves.step', '=', 'copying')
+    .where('machine_moves.prior_status', 'in', ['running', 'starting'])
+    .where('machine_moves.to_host', 'is not', null)
+    .groupBy(['machine_moves.to_host', 'machines.size'])
+    .execute();
+  return [...rows, ...arriving].map((row) => ({ host: row.host!, size: row.size, count: Number(row.count) }));
 }
 
 /** Machines on a host that are not destroyed, whatever their state: a host holding any cannot be removed. */

@@ -18,3 +18,29 @@ export interface HostsTable {
   /** Its engine's last answer (a ping, an event); null: never since it was added. */
   last_seen_at: number | null;
 }
+
+/**
+ * A move's steps, each recorded before it is done: `waiting` (nothing done
+ * yet), `copying` (the machine is held `stopping` on its old host while its
+ * disk is copied to `to_host`), `committed` (the machine's record names
+ * `to_host`; the old copy is being removed), then `done`, or `failed` with
+ * the outcome saying why (the machine left where it was).
+ */
+export const MOVE_STEPS = ['waiting', 'copying', 'committed', 'done', 'failed'] as const;
+export type MoveStep = (typeof MOVE_STEPS)[number];
+
+/** One machine's move off a draining host (`npm run hosts -- drain <name> --move`). */
+export interface MachineMovesTable {
+  machine_id: string;
+  from_host: string;
+  /** Chosen as the copy begins; null while waiting. */
+  to_host: string | null;
+  step: MoveStep;
+  /** The status the machine had when its move began, and since when: what it returns to afterwards. */
+  prior_status: string | null;
+  prior_status_changed_at: number | null;
+  /** Why a move failed or what it did, in one line for the operator. */
+  outcome: string | null;
+  created_at: number;
+  updated_at: number;
+}

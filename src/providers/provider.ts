@@ -73,6 +73,18 @@ export interface MachineHosts {
   attached(): readonly string[];
   /** What an attached host's engine reported when it was readied; null for one not attached. */
   capacityOf(name: string): HostCapacity | null;
+  /**
+   * A move's copy: the disk of a machine stopped on its host (`machine.host`)
+   * carried to the attached host `to`, as a container there of the same
+   * name, settings and environment, not started. Whatever an earlier attempt
+   * left on `to` is replaced, so it is safe to repeat. A machine with no
+   * container on its host leaves none on `to` either (a new one is made at its
+   * next start, as anywhere).
+   * @throws Error saying why (an engine out of reach, the machine running, a disk a move cannot carry).
+   */
+  copyMachine(machine: ProviderMachine, to: string): Promise<void>;
+  /** Removes the machine's container from `host`, which its record does not name (what a move leaves behind); nothing to do when there is none. @throws the engine's error. */
+  removeCopy(machine: ProviderMachine, host: string): Promise<void>;
 }
 
 /**

@@ -1,10 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { MachinesConfig } from '../../config.ts';
 import { SECOND } from '../../shared/clock.ts';
 import type { Sealer } from '../../shared/sealing.ts';
 import { dockerHostAddress, LOCAL_HOST, type MachineProvider, type ProviderHost, type ProviderMachine, type ProviderRun } from '../provider.ts';
-import { MACHINE_ID_LABEL, containerName, type ContainerSettings } from './container-spec.ts';
+import { AGENT_VOLUME, MACHINE_ID_LABEL, containerName, containerSpec, type ContainerSettings } from './container-spec.ts';
 import { agentConnections } from './agent-connection.ts';
 import { dockerFiles } from './files.ts';
 import { dockerMetrics } from './metrics.ts';
@@ -19,7 +20,8 @@ import { defaultNetworkPolicy } from '../network-policy.ts';
 import { readRunRecord, readRunScreenshot } from './records.ts';
 import type { AgentRunResult } from '../agent/agent-client.ts';
 import { watchEngine } from './events.ts';
-import { collectKeptImages, dockerTemplates, templateImage } from './templates.ts';
+import { collectKeptImages, commitMachine, dockerTemplates, KEPT_REPOSITORY, removeReference, templateImage } from './templates.ts';
+import { hasImage, transferImage } from './image-transfer.ts';
 
 /** How often a running machine is looked at anyway, should the engine's event of its end be missed. */
 const SAFETY_CHECK_MS = 60 * SECOND;
@@ -109,10 +111,13 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     }
     policiesGiven.set(machine.id, { host: engine.host, address, policy: JSON.stringify(policy) });
   }
-  /** The address is no longer the machine's (stopped, destroyed): its rules go, before another machine is given it. */
-  async function forgetPolicy(machineId: string): Promise<void> {
+  /**
+   * The address is no longer the machine's (stopped, destroyed): its rules go, before another machine is given it.
+   * With `host`, only if they were given there (a moved machine's old copy going says nothing of its new one).
+   */
+  async function forgetPolicy(machineId: string, host?: string): Promise<void> {
     const given = policiesGiven.get(machineId);
-    if (given === undefined) return;
+    if (given === undefined || (host !== undefined && given.host !== host)) return;
     policiesGiven.delete(machineId);
     const engine = engines.get(given.host);
     if (engine === undefined) return;
@@ -128,16 +133,33 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     unwatchers.set(engine.host, watchEngine(engine.docker, MACHINE_ID_LABEL, notice, logger));
   };
 
+  /**
+   * Gets an image a host lacks from another attached host that has it (docker save | docker load); false when
+   * none has it.
+   * @throws Error when the copy fails.
+   */
+  async function fetchFromAnotherHost(to: Docker, host: string, image: string): Promise<boolean> {
+    for (const other of engines.values()) {
+      if (other.host === host || !(await hasImage(other.docker, image).catch(() => false))) continue;
+      logger.info({ image, from: other.host, to: host }, 'a host lacks an image: copying it from another host');
+      await transferImage(other.docker, to, image);
+      return true;
+    }
+    return false;
+  }
+
   /** Readies a host's engine and routes its machines to it (again for a host whose address changed). */
   async function attach(host: ProviderHost) {
     // The one engine of a single-engine setup is DOCKER_HOST's, read as Docker's own clients read it (TLS variables too).
     const fromEnvironment = host.name === LOCAL_HOST && host.address === dockerHostAddress();
     const docker = fromEnvironment ? localDocker : engineClient(host.address, config.hostCertsDir === null ? undefined : `${config.hostCertsDir}/${host.name}`);
-    const engine = await readyEngine(config, host.name, fromEnvironment ? null : host.address, docker, logger);
+    const engine = await readyEngine(config, host.name, fromEnvironment ? null : host.address, docker, logger, (image) => fetchFromAnotherHost(docker, host.name, image));
     engines.set(host.name, engine);
     watchHost(engine);
     return engine.capacity;
   }
+
+  const templates = dockerTemplates(dockerOf, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing, logger);
 
   return {
     name: 'docker',
@@ -162,6 +184,38 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
       },
       attached: () => [...engines.keys()],
       capacityOf: (name) => engines.get(name)?.capacity ?? null,
+
+      async copyMachine(machine, to) {
+        const source = engineOf(machine.host);
+        const target = engineOf(to);
+        // Whatever an earlier attempt left there goes first: the copy is made again from the disk as it is now.
+        await destroyMachine(target.docker, machine.id);
+        const info = await inspectMachine(source.docker, machine.id);
+        if (info === null) return;
+        if (info.State.Running) throw new Error('the machine still runs on its host: it is copied stopped');
+        // Machines have no volumes of their own (the agent's, read-only, is on every host); an image that declares one
+        // keeps data there that a copy of the container's disk would leave behind.
+        const own = (info.Mounts ?? []).filter((mount) => mount.Type === 'volume' && mount.Name !== AGENT_VOLUME);
+        if (own.length > 0) throw new Error(`its container has volumes of its own (${own.map((mount) => mount.Destination).join(', ')}), which a move does not carry`);
+        const tag = `move-${machine.id.toLowerCase()}-${randomBytes(4).toString('hex')}`;
+        const image = `${KEPT_REPOSITORY}:${tag}`;
+        await commitMachine(source.docker, machine.id, KEPT_REPOSITORY, tag, {}, freezing, logger);
+        try {
+          await transferImage(source.docker, target.docker, image);
+          const moved = { ...machine, host: to };
+          await target.docker.createContainer(containerSpec(moved, { ...settingsOf(moved), env: envOf(moved), image }));
+        } finally {
+          // Nothing stands on it on the old host; on the new one the container does, and it goes with it (collectKeptImages).
+          await removeReference(source.docker, image).catch((err: unknown) => logger.warn({ err, image }, 'a move’s image could not be removed from the old host'));
+        }
+      },
+
+      async removeCopy(machine, host) {
+        const { docker } = engineOf(host);
+        await destroyMachine(docker, machine.id);
+        await forgetPolicy(machine.id, host);
+        await collectKeptImages(docker, Date.now()).catch((err: unknown) => logger.warn({ err }, 'kept images could not be collected; the next destroy tries again'));
+      },
     },
 
     // One engine (no MACHINE_HOSTS): it is readied here, before the service serves, as ever; several are readied
@@ -185,6 +239,11 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     async observe(machine, now) {
       const { docker } = engineOf(machine.host);
       if (machine.status === 'starting') {
+        // A template's machine placed where its disk is not: the template's image is copied from a host that has it
+        // (none has it: the create below fails, and the boot with it).
+        if (machine.template && (await inspectMachine(docker, machine.id)) === null && !(await hasImage(docker, templateImage(machine.template)))) {
+          await fetchFromAnotherHost(docker, machine.host ?? LOCAL_HOST, templateImage(machine.template));
+        }
         try {
           await ensureRunning(docker, machine, { ...settingsOf(machine), env: envOf(machine) });
         } catch (error) {
@@ -257,7 +316,16 @@ export function createDockerProvider(config: Readonly<MachinesConfig>, logger: F
     connectPort: async (machine, port) => (await agents.of(machine)).portStream(port),
     files: dockerFiles(agents),
     processes: dockerProcesses(agents),
-    templates: dockerTemplates(dockerOf, (machine) => ({ ...settingsOf(machine), env: envOf(machine) }), freezing, logger),
+    templates: {
+      ...templates,
+      // Its image may have been copied to other hosts for its machines: it goes from each.
+      async remove(templateId, host) {
+        await templates.remove(templateId, host);
+        for (const other of engines.keys()) {
+          if (other !== (host ?? LOCAL_HOST)) await templates.remove(templateId, other).catch((err: unknown) => logger.warn({ err, templateId, host: other }, 'a template’s copy could not be removed from a host'));
+        }
+      },
+    },
     metrics: dockerMetrics(agents, (machine) => (engineOf(machine.host).diskLimits.enforced ? settingsOf(machine).size.diskBytes : null), logger),
   };
 }

@@ -6,7 +6,8 @@ import { ConfigError, DEFAULT_MACHINE_IMAGE, type MachinesConfig } from '../../c
 import { dockerHostAddress, type HostCapacity } from '../provider.ts';
 import { installAgent } from './agent-install.ts';
 import { diskWarning, probeDiskLimits, type DiskLimits } from './disk-limits.ts';
-import { engineMessage, statusCodeOf } from './lifecycle.ts';
+import { hasImage } from './image-transfer.ts';
+import { engineMessage } from './lifecycle.ts';
 import { ensureNetworks, installFirewall } from './network.ts';
 import { egressGateway, ensureResolver } from './resolver.ts';
 
@@ -83,11 +84,19 @@ export interface Engine {
 
 /**
  * Readies an engine for machines, once per process: reachable, the machine
- * images there, the networks, the agent in its volume, the firewall, the
+ * images there (each one missing fetched from another host through
+ * `fetchImage`, which answers false when no host has it), the networks, the agent in its volume, the firewall, the
  * machines' resolver, and whether it holds disks to their size.
  * @throws ConfigError naming what to fix.
  */
-export async function readyEngine(config: Readonly<MachinesConfig>, host: string, address: string | null, docker: Docker, logger: FastifyBaseLogger): Promise<Engine> {
+export async function readyEngine(
+  config: Readonly<MachinesConfig>,
+  host: string,
+  address: string | null,
+  docker: Docker,
+  logger: FastifyBaseLogger,
+  fetchImage: (image: string) => Promise<boolean> = async () => false,
+): Promise<Engine> {
   const where = address ?? dockerHostAddress();
   const variable = address === null ? 'DOCKER_HOST' : `the host ${host}`;
   try {
@@ -95,22 +104,15 @@ export async function readyEngine(config: Readonly<MachinesConfig>, host: string
   } catch (error) {
     throw new ConfigError(`${variable}: cannot reach the Docker engine at ${where} (${engineMessage(error)})`);
   }
+  // A host without an image gets it from another host that has it (fetchImage) before it takes machines.
+  const missing = async (image: string) => !(await hasImage(docker, image)) && !(await fetchImage(image));
   for (const image of new Set([config.image, DEFAULT_MACHINE_IMAGE])) {
-    try {
-      await docker.getImage(image).inspect();
-    } catch (error) {
-      if (statusCodeOf(error) !== 404) throw error;
-      const why = image === config.image ? 'the image of every machine' : 'the image the machines’ firewall runs from';
-      throw new ConfigError(`MACHINE_IMAGE: ${image} (${why}) is not on the Docker engine at ${where}; build it with \`npm run machine-image\``);
-    }
+    if (!(await missing(image))) continue;
+    const why = image === config.image ? 'the image of every machine' : 'the image the machines’ firewall runs from';
+    throw new ConfigError(`MACHINE_IMAGE: ${image} (${why}) is not on the Docker engine at ${where} nor on any other host; build it with \`npm run machine-image\``);
   }
   for (const [name, image] of Object.entries(config.images)) {
-    try {
-      await docker.getImage(image).inspect();
-    } catch (error) {
-      if (statusCodeOf(error) !== 404) throw error;
-      throw new ConfigError(`MACHINE_IMAGES: ${image} (the image "${name}") is not on the Docker engine at ${where}; pull or build it first`);
-    }
+    if (await missing(image)) throw new ConfigError(`MACHINE_IMAGES: ${image} (the image "${name}") is not on the Docker engine at ${where} nor on any other host; pull or build it first`);
   }
   await ensureNetworks(docker);
   const agent = await installAgent(docker, DEFAULT_MACHINE_IMAGE);

@@ -26,7 +26,7 @@ export const templateImage = (templateId: string) => `${TEMPLATE_REPOSITORY}:${t
  * that moment may be copied half-written. Answers the image's id.
  * @throws the engine's error (the container gone).
  */
-async function commitMachine(docker: Docker, machineId: string, repo: string, tag: string, labels: Record<string, string>, freezing: Set<string>, logger: FastifyBaseLogger): Promise<string> {
+export async function commitMachine(docker: Docker, machineId: string, repo: string, tag: string, labels: Record<string, string>, freezing: Set<string>, logger: FastifyBaseLogger): Promise<string> {
   const container = docker.getContainer(containerName(machineId));
   const { State } = await container.inspect();
   let freeze = State.Running && !State.Paused;
@@ -94,7 +94,7 @@ const isEngineStatus = (error: unknown, ...statuses: number[]) => statuses.inclu
  * while a container or another image stands on it. True when gone.
  * @throws the engine's error other than 404 and 409.
  */
-async function removeReference(docker: Docker, reference: string): Promise<boolean> {
+export async function removeReference(docker: Docker, reference: string): Promise<boolean> {
   try {
     await docker.getImage(reference).remove();
     return true;
