@@ -1,13 +1,19 @@
-// npm run hosts -- add <name> <address> [--label key=value]… | list [--machines] | drain <name> | remove <name>
+// npm run hosts -- add <name> <address> [--label key=value]… | list [--machines] | drain <name> [--move [--no-wait]] | remove <name>
 // The hosts (Docker engines) machines are placed on, in the service's database (DATABASE_URL, as the service reads
-// it). A refused command prints one line saying why, changes nothing and exits 2.
+// it). A refused command prints one line saying why, changes nothing and exits 2. drain --move records a move of each
+// of the host's machines, which the service carries out, and prints their progress until none is under way (exits 1
+// when some could not move); with --no-wait it leaves after recording them.
 import { loadConfig } from '../src/config.ts';
 import { connectDatabase } from '../src/db/connect.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { addHost, drainHost, HostRefused, listHostsWithUse, removeHost } from '../src/hosts/hosts.admin.ts';
 import { engineClient, probeEngine } from '../src/providers/docker/engine.ts';
+import { createSignals } from '../src/db/signals.ts';
+import { createQueue } from '../src/jobs/queue.ts';
+import { drainAndMove, followMoves } from '../src/machines/moves.service.ts';
+import { systemClock } from '../src/shared/clock.ts';
 
-const USAGE = 'usage: npm run hosts -- add <name> <address> [--label key=value]… | list [--machines] | drain <name> | remove <name>';
+const USAGE = 'usage: npm run hosts -- add <name> <address> [--label key=value]… | list [--machines] | drain <name> [--move [--no-wait]] | remove <name>';
 const GIB = 1024 ** 3;
 
 function labelsOf(args: string[]): Record<string, string> {
@@ -47,11 +53,30 @@ try {
       }
       break;
     }
-    case 'drain':
-      if (args.length !== 1) throw new HostRefused(args.includes('--move') ? 'drain --move (moving machines to other hosts) is not built yet: drain, then stop and destroy its machines' : USAGE);
-      await drainHost(database.db, args[0]!, now);
-      console.log(`${args[0]} is draining: it keeps its machines and takes no new ones`);
+    case 'drain': {
+      const [name, ...options] = args;
+      const move = options.includes('--move');
+      const wait = !options.includes('--no-wait');
+      if (name === undefined || options.some((option) => option !== '--move' && option !== '--no-wait') || (!wait && !move)) throw new HostRefused(USAGE);
+      if (!move) {
+        await drainHost(database.db, name, now);
+        console.log(`${name} is draining: it keeps its machines and takes no new ones`);
+        break;
+      }
+      const jobs = createQueue({ db: database.db, clock: systemClock, signals: createSignals(undefined), runner: null });
+      const machineIds = await drainAndMove({ database, clock: systemClock, jobs }, name);
+      console.log(`${name} is draining; ${machineIds.length} machine${machineIds.length === 1 ? '' : 's'} to move to other hosts (the service moves them: it must be running)`);
+      if (!wait || machineIds.length === 0) break;
+      const ended = await followMoves({ db: database.db }, machineIds, (line) => console.log(line));
+      const stuck = ended.filter((moved) => moved.step === 'failed');
+      if (stuck.length === 0) {
+        console.log(`${name} is empty: npm run hosts -- remove ${name} takes it out`);
+      } else {
+        console.log(`${stuck.length} machine${stuck.length === 1 ? '' : 's'} could not move and stay on ${name}, which stays draining; run drain --move again once there is room`);
+        process.exitCode = 1;
+      }
       break;
+    }
     case 'remove':
       if (args.length !== 1) throw new HostRefused(USAGE);
       await removeHost(database.db, args[0]!);

@@ -76,6 +76,20 @@ export async function placeMachine(deps: Pick<Deps, 'config'>, provider: Machine
 }
 
 /**
+ * Where a machine moved off `from` goes (drain --move), decided inside the
+ * transaction that records the move as placeMachine decides for a new one:
+ * the active host other than `from` with the most room for its size; null
+ * when none has room.
+ */
+export async function placeMovedMachine(deps: Pick<Deps, 'config'>, db: Kysely<DB>, size: string, from: string): Promise<string | null> {
+  const { sizes, cpuOvercommit } = deps.config.machines;
+  await lockHostsForPlacement(db);
+  const hosts = (await listHosts(db)).filter((host) => host.name !== from).map((host) => ({ ...host, cpus: host.cpus * cpuOvercommit }));
+  const wanted = sizes[size];
+  return wanted === undefined ? null : chooseHost(hosts, roomOf(hosts, await placedSizes(db), sizes), wanted);
+}
+
+/**
  * One pass of a process's watch over the hosts: a host added since (`npm run
  * hosts -- add`) is readied here, every readied one pinged, and an answer
  * recorded as the host's last sighting (any process's counts). A lost host

@@ -30,7 +30,8 @@ export async function advanceMove(db: Kysely<DB>, machineId: string, from: MoveS
   return Number(result.numUpdatedRows) > 0;
 }
 
-/** The moves off a host, newest first within each step: what `drain --move` prints as it waits. */
-export async function movesFrom(db: Kysely<DB>, host: string, since: number): Promise<MoveRow[]> {
-  return db.selectFrom('machine_moves').selectAll().where('from_host', '=', host).where('created_at', '>=', since).orderBy('machine_id').execute();
+/** These machines' moves: what `drain --move` prints as it waits. */
+export async function movesOf(db: Kysely<DB>, machineIds: readonly string[]): Promise<MoveRow[]> {
+  if (machineIds.length === 0) return [];
+  return db.selectFrom('machine_moves').selectAll().where('machine_id', 'in', [...machineIds]).orderBy('machine_id').execute();
 }

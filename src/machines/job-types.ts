@@ -8,6 +8,8 @@ export const machineCheckJob = jobType<{ machineId: string }>('machine.check');
 export const machineExpireJob = jobType<{ machineId: string }>('machine.expire');
 /** Idle stop: due when a running machine would have had no activity for its autoStopMinutes. */
 export const machineIdleJob = jobType<{ machineId: string }>('machine.idle-stop');
+/** A machine's move off a draining host (moves.service.ts), step by step. */
+export const machineMoveJob = jobType<{ machineId: string }>('machine.move');
 /** Brings a pool back to its count of warm machines. */
 export const poolRefillJob = jobType<{ poolId: string }>('pool.refill');
 

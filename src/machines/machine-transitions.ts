@@ -167,3 +167,43 @@ export async function markExpired(deps: Deps, tx: Tx, row: MachineRow): Promise<
   await emitMachineEvent(deps, tx, 'machine.expired', updated, { expiresAt: toIso(row.expires_at!), onExpire: row.on_expire });
   return updated;
 }
+
+/**
+ * A move to another host begins (moves.service.ts): the machine is held
+ * `stopping` with pending action `move` (so neither its owner nor any job
+ * starts, stops or destroys it meanwhile; its checks wait) while its container
+ * is stopped and copied. No event: a stop's beginning has none.
+ */
+export async function markMoving(deps: Deps, tx: Tx, row: MachineRow): Promise<MachineRow | null> {
+  const updated = await change(deps, tx, row, { status: 'stopping', status_changed_at: deps.clock.now(), pending_action: 'move', pending_reason: null });
+  if (updated !== null) await scheduleCheck(deps, tx, row.id, null);
+  return updated;
+}
+
+/**
+ * The end of a move: committed (`host`, the machine's new host, in the same
+ * compare-and-set) or rolled back (none). The machine leaves `stopping` for
+ * what it was: one that ran was stopped for the copy (`machine.stopped`,
+ * reason `platform`) and starts again (`starting`, its check boots it:
+ * `machine.started`); a paused one is stopped (its memory is not carried); a
+ * stopped or failed one is as it was, with no event.
+ */
+export async function markMoveEnded(deps: Deps, tx: Tx, row: MachineRow, prior: { status: string; statusChangedAt: number }, host?: string): Promise<MachineRow | null> {
+  const now = deps.clock.now();
+  const moved = host === undefined ? {} : { host };
+  const ran = prior.status === 'running' || prior.status === 'starting';
+  if (ran && row.booted_at === null) {
+    // Never booted yet: it simply boots where it now is (`machine.created` follows).
+    const starting = await change(deps, tx, row, { ...SETTLED, ...moved, status: 'starting', status_changed_at: now });
+    if (starting !== null) await scheduleCheck(deps, tx, row.id, now);
+    return starting;
+  }
+  if (ran || prior.status === 'paused') {
+    const stopped = await change(deps, tx, row, { ...SETTLED, ...moved, status: 'stopped', status_changed_at: now });
+    if (stopped === null) return null;
+    await emitMachineEvent(deps, tx, 'machine.stopped', stopped, { reason: 'platform' satisfies StopReason });
+    await wentDown(deps, tx, stopped, 'The machine stopped (platform)');
+    return ran ? markStarting(deps, tx, stopped, now) : stopped;
+  }
+  return change(deps, tx, row, { ...SETTLED, ...moved, status: prior.status as MachineRow['status'], status_changed_at: prior.statusChangedAt });
+}

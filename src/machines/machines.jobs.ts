@@ -4,7 +4,8 @@ import { inTransaction } from '../db/transaction.ts';
 import type { JobKind, Outcome } from '../jobs/job-kind.ts';
 import { MINUTE, SECOND } from '../shared/clock.ts';
 import { idleDeadline } from './activity.ts';
-import { hostRetryDelay, machineCheckJob, machineExpireJob, machineIdleJob, poolRefillJob } from './job-types.ts';
+import { hostRetryDelay, machineCheckJob, machineExpireJob, machineIdleJob, machineMoveJob, poolRefillJob } from './job-types.ts';
+import { moveMachine } from './moves.service.ts';
 import { finishPending, stopOrDestroy } from './machine-actions.ts';
 import { markError, markExpired, markPaused, markResumed, markRunning, markStopped, markStopping } from './machine-transitions.ts';
 import { activeMachinesOf, findMachineById, hasUnfinishedRun, toProviderMachine, type MachineRow } from './machines.repository.ts';
@@ -13,6 +14,8 @@ import type { MachineProvider } from '../providers/provider.ts';
 
 /** Host calls for machines and pools at once in one process. */
 const HOST_CONCURRENCY = 16;
+/** Moves at once in one process: each copies a whole disk between engines. */
+const MOVE_CONCURRENCY = 2;
 /** How long an expiry waits for a stop or destroy under way to finish first. */
 const EXPIRY_WAIT_MS = 5 * SECOND;
 
@@ -34,6 +37,8 @@ export async function checkMachine(deps: Deps, provider: MachineProvider, machin
   let machine = await findMachineById(deps.db, machineId);
   if (machine === undefined) return DONE;
   if (machine.status === 'stopping') {
+    // Held by its move (moves.service.ts), which ends it itself.
+    if (machine.pending_action === 'move') return DONE;
     await finishPending(deps, provider, machine);
     return DONE;
   }
@@ -160,5 +165,6 @@ export function machineJobKinds(deps: Deps, provider: MachineProvider) {
     hostKind(machineIdleJob, ({ machineId }) => stopIfIdle(deps, provider, machineId)),
     hostKind(balanceEmptyStopJob, ({ accountId }) => stopForEmptyBalance(deps, provider, accountId)),
     hostKind(poolRefillJob, ({ poolId }) => refillPoolJob(deps, provider, poolId)),
+    { ...hostKind(machineMoveJob, ({ machineId }) => moveMachine(deps, provider, machineId)), concurrency: MOVE_CONCURRENCY },
   ];
 }

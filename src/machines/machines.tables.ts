@@ -3,8 +3,8 @@ import type { MachineStatus } from '../providers/provider.ts';
 // A machine's states are the provider seam's too (a host reports them): defined there, the lowest room.
 export { MACHINE_STATUSES, type MachineStatus } from '../providers/provider.ts';
 
-/** What a `stopping` machine is on its way to; recorded before the host is asked. */
-export type PendingAction = 'stop' | 'destroy';
+/** What a `stopping` machine is on its way to; recorded before the host is asked. `move`: held by its move to another host (moves.service.ts). */
+export type PendingAction = 'stop' | 'destroy' | 'move';
 
 export type OnExpire = 'stop' | 'destroy';
 
