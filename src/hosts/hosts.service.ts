@@ -54,23 +54,30 @@ export function newHostRow(name: string, address: string, now: number, labels: R
   return { name, address, state: 'active', labels: JSON.stringify(labels), cpus: 0, memory_bytes: 0, disk_bytes: null, created_at: now, state_changed_at: now, last_seen_at: null };
 }
 
+/** Where a new machine should go: `only` that host (a fork's copies, whose disks are made there), or `prefer` it when it has room (a template's host, which holds its disk; elsewhere the disk is copied first). */
+export interface PlacementWish {
+  only?: string | null;
+  prefer?: string | null;
+}
+
 /**
  * The host a new machine of `size` goes to, decided inside the transaction
  * that records it (the hosts are locked first on PostgreSQL, so two processes
  * placing at once never fill one host past its capacity): the active host
- * with the most room, or `only` (a template's or a fork's source's host,
- * where its disk is) when it has room. A provider without hosts has the one,
+ * with the most room, or as `wish` says. A provider without hosts has the one,
  * `local`, and no capacity to count.
- * @throws AppError 409 capacity_exhausted when no host has room.
+ * @throws AppError 409 capacity_exhausted when no host (or not `only`) has room.
  */
-export async function placeMachine(deps: Pick<Deps, 'config'>, provider: MachineProvider, db: Kysely<DB>, size: string, only?: string | null): Promise<string> {
+export async function placeMachine(deps: Pick<Deps, 'config'>, provider: MachineProvider, db: Kysely<DB>, size: string, wish: PlacementWish = {}): Promise<string> {
   if (provider.hosts === undefined) return LOCAL_HOST;
   const { sizes, cpuOvercommit } = deps.config.machines;
   await lockHostsForPlacement(db);
   const hosts = (await listHosts(db)).map((host) => ({ ...host, cpus: host.cpus * cpuOvercommit }));
-  const candidates = only === undefined || only === null ? hosts : hosts.filter((host) => host.name === only);
   const wanted = sizes[size];
-  const chosen = wanted === undefined ? null : chooseHost(candidates, roomOf(candidates, await placedSizes(db), sizes), wanted);
+  if (wanted === undefined) throw capacityExhausted(size);
+  const rooms = roomOf(hosts, await placedSizes(db), sizes);
+  const among = (name: string | null | undefined) => (name === undefined || name === null ? rooms : rooms.filter((room) => room.host === name));
+  const chosen = (wish.prefer ? chooseHost(hosts, among(wish.prefer), wanted) : null) ?? chooseHost(hosts, among(wish.only), wanted);
   if (chosen === null) throw capacityExhausted(size);
   return chosen;
 }

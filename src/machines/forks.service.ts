@@ -82,7 +82,7 @@ export async function forkMachine(deps: Deps, provider: MachineProvider, account
     await inTransaction(deps.database, async (tx) => {
       for (const { row } of copies) {
         // On the source's host, where its disk was copied: refused when the copies would fill it past its capacity.
-        await placeMachine(deps, provider, tx.db, row.size, source.host);
+        await placeMachine(deps, provider, tx.db, row.size, { only: source.host });
         await insertMachine(tx.db, row);
         await scheduleCheck(deps, tx, row.id, now + BOOT_CALL_GRACE_MS);
       }

@@ -73,8 +73,8 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
     updated_at: now,
   };
   const row: MachineRow = await inTransaction(deps.database, async (tx) => {
-    // A template's machine goes where its disk is.
-    const placed = { ...unplaced, host: await placeMachine(deps, provider, tx.db, unplaced.size, template?.host) };
+    // A template's machine goes where its disk is when that host has room; elsewhere the disk is copied there first.
+    const placed = { ...unplaced, host: await placeMachine(deps, provider, tx.db, unplaced.size, { prefer: template?.host }) };
     await insertMachine(tx.db, placed);
     // Asked of the provider only if the boot call's own answer is never recorded (the process died in between).
     await scheduleCheck(deps, tx, placed.id, now + BOOT_CALL_GRACE_MS);

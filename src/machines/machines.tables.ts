@@ -92,7 +92,7 @@ export interface TemplatesTable {
   /** The source machine's environment, carried by its disk: names in clear, the whole sealed (as machines keep theirs). */
   env_names: string;
   env_sealed: string | null;
-  /** The host whose engine holds its disk (the source machine's); its machines are placed there. */
+  /** The host whose engine holds its disk (the source machine's); its machines are placed there when it has room (elsewhere its image is copied first). */
   host: string | null;
   created_at: number;
 }

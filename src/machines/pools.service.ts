@@ -200,7 +200,7 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, tx: Tx, poo
   let host: string;
   try {
     // The most room: a pool's machines spread over the hosts. No room: the pool stays short, and its refill is tried again.
-    host = await placeMachine(deps, provider, tx.db, pool.size, template?.host);
+    host = await placeMachine(deps, provider, tx.db, pool.size, { prefer: template?.host });
   } catch (err) {
     deps.logger.warn({ err, poolId: pool.id }, 'no host has room for a pool machine');
     return null;

@@ -197,6 +197,27 @@ describe('moving machines off a draining host', { skip, timeout: 1_500_000 }, ()
     assert.equal(await readFile(machineId, '/root/carried.txt'), 'carried over');
   });
 
+  test('a machine from a template whose host is draining goes to another host, which gets the template’s image first', async () => {
+    const templateHost = (await machineRow(machineId)).host!;
+    const other = otherThan(templateHost);
+    const saved = await call('POST', '/api/templates', { machineId, name: 'carried' });
+    assert.equal(saved.statusCode, 201, saved.body);
+    const image = `machine-platform/template:${saved.json().id}`;
+    await assert.rejects(other.docker.getImage(image).inspect());
+    await setHostState(ctx().app.deps.db, other.name, 'active', Date.now());
+    await drainHost(ctx().app.deps.db, templateHost, Date.now());
+
+    const made = await call('POST', '/api/machines', { name: 'from-template', template: 'carried' });
+    assert.equal(made.statusCode, 201, made.body);
+    const madeId = made.json().id as string;
+    assert.equal((await machineRow(madeId)).host, other.name);
+    await untilStatus(madeId, 'running');
+    await other.docker.getImage(image).inspect();
+    assert.equal(await readFile(madeId, '/root/carried.txt'), 'carried over');
+    assert.equal((await call('POST', `/api/machines/${madeId}/stop`)).statusCode, 200);
+    await untilStatus(madeId, 'stopped');
+  });
+
   test('a machine with nowhere to go stays where it is, running, and its host stays draining', async () => {
     const from = (await machineRow(machineId)).host!;
     const to = otherThan(from).name;
