@@ -8,6 +8,7 @@ import { connectDatabase } from '../src/db/connect.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { addHost, drainHost, HostRefused, listHostsWithUse, removeHost } from '../src/hosts/hosts.admin.ts';
 import { engineClient, probeEngine } from '../src/providers/docker/engine.ts';
+import { countTemplatesOn } from '../src/hosts/hosts.repository.ts';
 import { createSignals } from '../src/db/signals.ts';
 import { createQueue } from '../src/jobs/queue.ts';
 import { drainAndMove, followMoves } from '../src/machines/moves.service.ts';
@@ -66,8 +67,10 @@ try {
       const jobs = createQueue({ db: database.db, clock: systemClock, signals: createSignals(undefined), runner: null });
       const machineIds = await drainAndMove({ database, clock: systemClock, jobs }, name);
       console.log(`${name} is draining; ${machineIds.length} machine${machineIds.length === 1 ? '' : 's'} to move to other hosts (the service moves them: it must be running)`);
-      if (!wait || machineIds.length === 0) break;
+      if (!wait) break;
       const ended = await followMoves({ db: database.db }, machineIds, (line) => console.log(line));
+      const templates = await countTemplatesOn(database.db, name);
+      if (templates > 0) console.log(`${templates} template${templates === 1 ? ' is' : 's are'} still being copied off ${name}; remove waits for them`);
       const stuck = ended.filter((moved) => moved.step === 'failed');
       if (stuck.length === 0) {
         console.log(`${name} is empty: npm run hosts -- remove ${name} takes it out`);

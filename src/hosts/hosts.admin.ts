@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { checkHostAddress, HOST_NAME, type MachineSize } from '../config.ts';
 import type { DB } from '../db/database.ts';
 import type { HostCapacity } from '../providers/provider.ts';
-import { countMachinesOn, deleteHost, findHost, insertHost, listHosts, placedSizes, setHostState, type HostRow } from './hosts.repository.ts';
+import { countMachinesOn, countTemplatesOn, deleteHost, findHost, insertHost, listHosts, placedSizes, setHostState, type HostRow } from './hosts.repository.ts';
 import { newHostRow } from './hosts.service.ts';
 
 /** An operator's mistake, said in one line; nothing was changed. */
@@ -73,10 +73,12 @@ export async function drainHost(db: Kysely<DB>, name: string, now: number): Prom
   await setHostState(db, name, 'draining', now);
 }
 
-/** @throws HostRefused for an unknown host, or one that still holds machines (saying how many). */
+/** @throws HostRefused for an unknown host, or one that still holds machines or templates (saying how many). */
 export async function removeHost(db: Kysely<DB>, name: string): Promise<void> {
   if ((await findHost(db, name)) === undefined) throw new HostRefused(`there is no host named ${name}`);
   const machines = await countMachinesOn(db, name);
   if (machines > 0) throw new HostRefused(`the host ${name} still holds ${machines} machine${machines === 1 ? '' : 's'}: drain it and move or destroy them first`);
+  const templates = await countTemplatesOn(db, name);
+  if (templates > 0) throw new HostRefused(`the host ${name} still holds ${templates} template${templates === 1 ? '' : 's'}: drain --move carries them to another host`);
   await deleteHost(db, name);
 }

@@ -72,6 +72,17 @@ export async function countMachinesOn(db: Kysely<DB>, host: string): Promise<num
   return Number(row.count);
 }
 
+/** Templates whose disk is on a host: a host holding any cannot be removed. */
+export async function countTemplatesOn(db: Kysely<DB>, host: string): Promise<number> {
+  const row = await db.selectFrom('templates').select(sql<number>`count(*)`.as('count')).where('host', '=', host).executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+/** Moves a template's record to the host its disk was copied to, unless it names another than `from` by now. */
+export async function moveTemplateRecord(db: Kysely<DB>, templateId: string, from: string, to: string): Promise<void> {
+  await db.updateTable('templates').set({ host: to }).where('id', '=', templateId).where('host', '=', from).execute();
+}
+
 /**
  * Serialises placements until the transaction ends: on PostgreSQL the active
  * hosts' rows are locked, so a second process placing at once waits and then

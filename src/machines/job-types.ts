@@ -10,6 +10,8 @@ export const machineExpireJob = jobType<{ machineId: string }>('machine.expire')
 export const machineIdleJob = jobType<{ machineId: string }>('machine.idle-stop');
 /** A machine's move off a draining host (moves.service.ts), step by step. */
 export const machineMoveJob = jobType<{ machineId: string }>('machine.move');
+/** A template's disk copied off a draining host (moves.service.ts). */
+export const templateMoveJob = jobType<{ templateId: string; from: string }>('template.move');
 /** Brings a pool back to its count of warm machines. */
 export const poolRefillJob = jobType<{ poolId: string }>('pool.refill');
 

@@ -4,8 +4,8 @@ import { inTransaction } from '../db/transaction.ts';
 import type { JobKind, Outcome } from '../jobs/job-kind.ts';
 import { MINUTE, SECOND } from '../shared/clock.ts';
 import { idleDeadline } from './activity.ts';
-import { hostRetryDelay, machineCheckJob, machineExpireJob, machineIdleJob, machineMoveJob, poolRefillJob } from './job-types.ts';
-import { moveMachine } from './moves.service.ts';
+import { hostRetryDelay, machineCheckJob, machineExpireJob, machineIdleJob, machineMoveJob, poolRefillJob, templateMoveJob } from './job-types.ts';
+import { moveMachine, moveTemplate } from './moves.service.ts';
 import { finishPending, stopOrDestroy } from './machine-actions.ts';
 import { markError, markExpired, markPaused, markResumed, markRunning, markStopped, markStopping } from './machine-transitions.ts';
 import { activeMachinesOf, findMachineById, hasUnfinishedRun, toProviderMachine, type MachineRow } from './machines.repository.ts';
@@ -166,5 +166,6 @@ export function machineJobKinds(deps: Deps, provider: MachineProvider) {
     hostKind(balanceEmptyStopJob, ({ accountId }) => stopForEmptyBalance(deps, provider, accountId)),
     hostKind(poolRefillJob, ({ poolId }) => refillPoolJob(deps, provider, poolId)),
     { ...hostKind(machineMoveJob, ({ machineId }) => moveMachine(deps, provider, machineId)), concurrency: MOVE_CONCURRENCY },
+    { ...hostKind(templateMoveJob, ({ templateId, from }) => moveTemplate(deps, provider, templateId, from)), concurrency: MOVE_CONCURRENCY },
   ];
 }

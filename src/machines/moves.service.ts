@@ -1,13 +1,13 @@
 import type { Deps } from '../deps.ts';
 import { inTransaction } from '../db/transaction.ts';
 import { HostRefused } from '../hosts/hosts.admin.ts';
-import { findHost, setHostState } from '../hosts/hosts.repository.ts';
+import { findHost, listHosts, moveTemplateRecord, setHostState } from '../hosts/hosts.repository.ts';
 import { placeMovedMachine } from '../hosts/hosts.service.ts';
 import { advanceMove, findMove, movesOf, recordMove, type MoveRow } from '../hosts/moves.repository.ts';
 import type { Outcome } from '../jobs/job-kind.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { SECOND } from '../shared/clock.ts';
-import { machineMoveJob } from './job-types.ts';
+import { machineMoveJob, templateMoveJob } from './job-types.ts';
 import { markMoveEnded, markMoving } from './machine-transitions.ts';
 import { findMachineById, toProviderMachine, type MachineRow } from './machines.repository.ts';
 
@@ -40,8 +40,8 @@ const DONE: Outcome = { status: 'done' };
 export const moveTestHooks: { afterStep?: (machineId: string, step: 'copied' | 'committed') => Promise<void> } = {};
 
 /**
- * drain --move: the host draining and a move recorded for each of its
- * machines, in one transaction (a machine placed there meanwhile is either
+ * drain --move: the host draining, a move recorded for each of its
+ * machines and its templates' disks, in one transaction (a machine placed there meanwhile is either
  * counted or placed elsewhere). A machine whose move is under way already
  * keeps it; one whose move failed is tried again. Answers the machines the
  * host holds.
@@ -57,6 +57,9 @@ export async function drainAndMove(deps: Pick<Deps, 'database' | 'clock' | 'jobs
     const rows = await tx.db.selectFrom('machines').select('id').where('host', '=', name).where('status', '!=', 'destroyed').orderBy('id').execute();
     for (const { id } of rows) {
       if (await recordMove(tx.db, id, name, now)) await deps.jobs.schedule(tx, machineMoveJob, id, { machineId: id }, now);
+    }
+    for (const { id } of await tx.db.selectFrom('templates').select('id').where('host', '=', name).execute()) {
+      await deps.jobs.schedule(tx, templateMoveJob, id, { templateId: id, from: name }, now);
     }
     return rows.map((row) => row.id);
   });
@@ -167,6 +170,21 @@ async function rollBack(deps: Deps, provider: MachineProvider, move: MoveRow, ma
     const left = `${why} (a stopped copy may be left on ${move.to_host}: it is never started; a later move there replaces it)`;
     await advanceMove(deps.db, move.machine_id, 'failed', { step: 'failed', outcome: left }, deps.clock.now());
   });
+  return DONE;
+}
+
+/**
+ * A template's disk copied off a draining host to an active one (the first
+ * by name: a template takes disk, not CPUs), then its record moved there; its
+ * copy on the old host goes with that host. No active host: tried again later.
+ */
+export async function moveTemplate(deps: Deps, provider: MachineProvider, templateId: string, from: string): Promise<Outcome> {
+  const template = await deps.db.selectFrom('templates').select(['id', 'host']).where('id', '=', templateId).executeTakeFirst();
+  if (template === undefined || template.host !== from || provider.templates === undefined) return DONE;
+  const to = (await listHosts(deps.db)).find((host) => host.state === 'active' && host.name !== from)?.name;
+  if (to === undefined) return { status: 'failed', error: `no active host to carry the template ${templateId} to` };
+  await provider.templates.copy(templateId, from, to);
+  await moveTemplateRecord(deps.db, templateId, from, to);
   return DONE;
 }
 

@@ -109,6 +109,12 @@ export interface MachineTemplates {
    * @throws the host's error.
    */
   fork(machine: ProviderMachine, copies: readonly ProviderMachine[]): Promise<void>;
+  /**
+   * Copies a saved disk from the host `from` to the host `to` (a draining
+   * host's templates); nothing to do when `to` has it already.
+   * @throws the host's error.
+   */
+  copy(templateId: string, from: string | null | undefined, to: string): Promise<void>;
 }
 
 /** One entry of a machine's directory. */

@@ -113,6 +113,7 @@ export function createSimulatedProvider(options: { bootMs: number; clock: Clock;
       },
       async remove() {},
       fork: slow,
+      async copy() {},
     },
 
     async runCommand(machine, run: ProviderRun, signal) {

@@ -216,6 +216,14 @@ describe('moving machines off a draining host', { skip, timeout: 1_500_000 }, ()
     assert.equal(await readFile(madeId, '/root/carried.txt'), 'carried over');
     assert.equal((await call('POST', `/api/machines/${madeId}/stop`)).statusCode, 200);
     await untilStatus(madeId, 'stopped');
+
+    // drain --move carries the template (its record, and its image where the other host lacks it) with the machines.
+    await other.docker.getImage(image).remove({ force: true });
+    const ended = await followMoves(ctx().app.deps, await drainAndMove(ctx().app.deps, templateHost), () => {}, 200);
+    assert.deepEqual(ended.map((move) => move.step), ['done']);
+    const templateOf = async () => (await ctx().app.deps.db.selectFrom('templates').select('host').where('id', '=', saved.json().id).executeTakeFirstOrThrow()).host;
+    await eventually(async () => ((await templateOf()) === other.name ? true : undefined), 120_000, 'the template on the other host');
+    await other.docker.getImage(image).inspect();
   });
 
   test('a machine with nowhere to go stays where it is, running, and its host stays draining', async () => {

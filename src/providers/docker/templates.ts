@@ -4,6 +4,7 @@ import type Docker from 'dockerode';
 import type { FastifyBaseLogger } from 'fastify';
 import type { MachineTemplates, ProviderMachine } from '../provider.ts';
 import { containerName, containerSpec, type ContainerSettings } from './container-spec.ts';
+import { hasImage, transferImage } from './image-transfer.ts';
 import { destroyMachine, engineMessage, pauseMachine, resumeMachine, statusCodeOf } from './lifecycle.ts';
 
 /** Every template is an image of this repository, tagged with the template's id (ids are valid tags). */
@@ -148,6 +149,11 @@ export function dockerTemplates(
       // Machines (or templates saved from them) stand on it: it is kept under another name for them, and its own goes.
       await docker.getImage(reference).tag({ repo: KEPT_REPOSITORY, tag: templateId });
       if (!(await removeReference(docker, reference))) throw new Error(`the engine kept ${reference} after it was tagged ${KEPT_REPOSITORY}:${templateId}`);
+    },
+
+    async copy(templateId, from, to) {
+      const target = dockerOf(to);
+      if (!(await hasImage(target, templateImage(templateId)))) await transferImage(dockerOf(from), target, templateImage(templateId));
     },
 
     async fork(machine, copies) {
