@@ -86,9 +86,12 @@ export async function moveMachine(deps: Deps, provider: MachineProvider, machine
   }
   if (move?.step === 'committed') {
     const machine = await findMachineById(deps.db, machineId);
-    // The old host still has the container; the machine is the new host's (and may run there already).
-    if (machine !== undefined) await provider.hosts!.removeCopy(toProviderMachine(machine), move.from_host);
-    await advanceMove(deps.db, machineId, 'committed', { step: 'done', outcome: `moved to ${move.to_host}` }, deps.clock.now());
+    // The old host still has the container; the machine is the new host's (and may run there already). A host
+    // removed meanwhile is no longer anyone's to clean: its containers went with it.
+    const oldHostRecorded = (await findHost(deps.db, move.from_host)) !== undefined;
+    if (machine !== undefined && oldHostRecorded) await provider.hosts!.removeCopy(toProviderMachine(machine), move.from_host);
+    const outcome = oldHostRecorded ? `moved to ${move.to_host}` : `moved to ${move.to_host} (its old host was removed before its old copy was)`;
+    await advanceMove(deps.db, machineId, 'committed', { step: 'done', outcome }, deps.clock.now());
   }
   return DONE;
 }
