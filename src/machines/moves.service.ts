@@ -65,11 +65,6 @@ export async function drainAndMove(deps: Pick<Deps, 'database' | 'clock' | 'jobs
   });
 }
 
-/** Where these machines' moves are (drain --move's progress). */
-export async function movesOfMachines(deps: Pick<Deps, 'db'>, machineIds: readonly string[]): Promise<MoveRow[]> {
-  return movesOf(deps.db, machineIds);
-}
-
 /** One attempt of a machine's move: its steps from where the record says, to the end or to a failure. */
 export async function moveMachine(deps: Deps, provider: MachineProvider, machineId: string): Promise<Outcome> {
   let move = await findMove(deps.db, machineId);
