@@ -8,7 +8,7 @@ import { ms, verdict, waysReport } from './machines-bench.ts';
 import { percentile, postgresSchema, sleep, startChild, type Child } from './support.ts';
 import { startTestEngine, stopTestEngine, type TestEngine } from '../test/support/engines.ts';
 
-const ROUNDS = Number(process.env.BENCH_PLACEMENT_BOOTS ?? 10);
+const ROUNDS = Number(process.env.BENCH_PLACEMENT_BOOTS ?? 20);
 const POLL_MS = 10;
 
 /** One service over the given engines, with a user and an API key. */
