@@ -153,7 +153,7 @@ export async function executeRun(deps: Deps, provider: MachineProvider, runId: s
   } catch (err) {
     if (signal.aborted) return 'released';
     if ((await findMachineById(deps.db, run.machine_id))?.status !== 'destroyed' && (await hostIsSilent(provider, machine))) {
-      deps.logger.warn({ err, runId, machineId: machine.id, host: machine.host }, 'the host of a run does not answer: the run waits for it');
+      deps.logger.info({ err, runId, machineId: machine.id, host: machine.host }, 'the host of a run does not answer: the run waits for it');
       return 'host-silent';
     }
     if (failures + 1 < HOST_FAILURES_PER_RUN) throw err;

@@ -8,6 +8,7 @@ import type { Kysely } from 'kysely';
 import { connectDatabase } from '../../src/db/connect.ts';
 import type { DB } from '../../src/db/database.ts';
 import { containerName, MACHINE_ID_LABEL, RECORDS_DIR } from '../../src/providers/docker/container-spec.ts';
+import { INTERRUPTED_RUN_OUTPUT } from '../../src/runs/runs.service.ts';
 import { card } from '../billing/helpers.ts';
 import { freshDatabase, onPostgres, urlWithSchema, type TestDatabase } from '../support/database.ts';
 import { DOCKER_TEST_ENV, dockerUnavailable } from '../support/docker.ts';
@@ -155,17 +156,22 @@ describe('chaos: a host killed and started again under two service processes', {
       assert.deepEqual([...containers.keys()].sort(), mine, `containers on ${engine.name}`);
     }
 
-    // A run under way on the host about to be lost.
+    // Two runs under way on the host about to be lost: one ends while its engine is down, one would outlive the outage.
     const doomed = (await machinesOn(lostEngine.name)).map((machine) => machine.id);
-    const runResponse = await call(services[1]!, 'POST', `/api/machines/${doomed[0]}/runs`, { command: `sleep ${RUN_SECONDS}; echo done` });
-    assert.equal(runResponse.status, 201, await runResponse.clone().text());
-    const runId = ((await runResponse.json()) as { id: string }).id;
-    const runStatus = async () => (await db.selectFrom('runs').select(['status', 'exit_code', 'stdout', 'output']).where('id', '=', runId).executeTakeFirstOrThrow());
-    // Executing on the machine: its record is on the machine's disk (the run is `running` a moment before the agent has it).
-    const machineContainer = lostEngine.docker.getContainer(containerName(doomed[0]!));
-    await until('the run executing on the machine', 60_000, async () =>
-      (await machineContainer.infoArchive({ path: `${RECORDS_DIR}/runs/${runId}/stdout` }).then(() => true, () => undefined)));
+    const startRun = async (machineId: string, command: string) => {
+      const response = await call(services[1]!, 'POST', `/api/machines/${machineId}/runs`, { command });
+      assert.equal(response.status, 201, await response.clone().text());
+      const runId = ((await response.json()) as { id: string }).id;
+      // Executing on the machine: its record is on the machine's disk (the run is `running` a moment before the agent has it).
+      const machineContainer = lostEngine.docker.getContainer(containerName(machineId));
+      await until('the run executing on the machine', 60_000, async () =>
+        (await machineContainer.infoArchive({ path: `${RECORDS_DIR}/runs/${runId}/stdout` }).then(() => true, () => undefined)));
+      return runId;
+    };
+    const [runId, longRunId] = await Promise.all([startRun(doomed[0]!, `sleep ${RUN_SECONDS}; echo done`), startRun(doomed[1]!, 'sleep 3600; echo never')]);
+    const runStatus = async (id = runId) => (await db.selectFrom('runs').select(['status', 'exit_code', 'stdout', 'output']).where('id', '=', id).executeTakeFirstOrThrow());
     assert.equal((await runStatus()).status, 'running');
+    assert.equal((await runStatus(longRunId)).status, 'running');
     const before = await counts();
 
     await lostEngine.kill();
@@ -202,6 +208,7 @@ describe('chaos: a host killed and started again under two service processes', {
     // The run's record stays, running, for as long as its host is lost: past the time it used to be failed for the silence.
     while (performance.now() - killedAt < OUTAGE_MS) {
       assert.equal((await runStatus()).status, 'running', 'the run waits for its host');
+      assert.equal((await runStatus(longRunId)).status, 'running', 'the run waits for its host');
       await sleep(1000);
     }
 
@@ -220,17 +227,19 @@ describe('chaos: a host killed and started again under two service processes', {
       assert.equal(eventOf(afterBack, type, machine.id)?.data.detail?.reason, reason, `${machine.id} ${machine.status}`);
     }
 
-    // The run: finished from what the machine's disk recorded (the command ended while its engine was down), once.
-    const finished = await until('the run finished', 60_000, async () => {
-      const run = await runStatus();
+    // The runs, finished from what the machine's disk recorded, once each: the one whose command ended while its engine
+    // was down with its real outcome; the one its restarted engine stopped (no live restore) as interrupted.
+    const finishedOf = (id: string) => until(`the run ${id} finished`, 60_000, async () => {
+      const run = await runStatus(id);
       return run.status === 'running' ? undefined : run;
     });
-    mark('run finished');
-    assert.equal(finished.status, 'succeeded', JSON.stringify(finished));
-    assert.equal(finished.exit_code, 0);
-    assert.equal(finished.stdout, 'done\n');
-    const runEvents = (await events()).filter((event) => (event.data as { run?: { id: string } }).run?.id === runId);
-    assert.deepEqual(runEvents.map((event) => event.type), ['run.succeeded'], 'one outcome, once');
+    const [finished, interrupted] = await Promise.all([finishedOf(runId), finishedOf(longRunId)]);
+    mark('runs finished');
+    assert.deepEqual(finished, { status: 'succeeded', exit_code: 0, stdout: 'done\n', output: 'done\n' });
+    assert.equal(back.find((machine) => machine.id === doomed[1])?.status, 'stopped', 'its engine stopped it when it restarted');
+    assert.deepEqual(interrupted, { status: 'failed', exit_code: null, stdout: null, output: INTERRUPTED_RUN_OUTPUT });
+    const outcomes = (await events()).filter((event) => event.type.startsWith('run.'));
+    assert.deepEqual(outcomes.map((event) => [(event.data as { run?: { id: string } }).run?.id, event.type]).sort(), [[runId, 'run.succeeded'], [longRunId, 'run.failed']].sort(), 'one outcome each, once');
 
     // Nothing lost: every machine and run recorded before is still there (and the two made meanwhile).
     const afterAll = await counts();
