@@ -23,6 +23,7 @@ import * as machineAutoStop from './migrations/0020_machine_auto_stop.ts';
 import * as machineNetwork from './migrations/0021_machine_network.ts';
 import * as laneAndAttemptLogKeys from './migrations/0022_lane_and_attempt_log_keys.ts';
 import * as hosts from './migrations/0023_hosts.ts';
+import * as hostDrained from './migrations/0025_host_drained.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -51,6 +52,7 @@ const migrations: Record<string, Migration> = {
   '0021_machine_network': machineNetwork,
   '0022_lane_and_attempt_log_keys': laneAndAttemptLogKeys,
   '0023_hosts': hosts,
+  '0025_host_drained': hostDrained,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -4,7 +4,7 @@ import type { Deps } from '../deps.ts';
 import type { DB } from '../db/database.ts';
 import { dockerHostAddress, LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
 import { capacityExhausted } from './hosts.errors.ts';
-import { listHosts, lockHostsForPlacement, placedSizes, setHostSeen, setHostState, upsertHost, type HostRow } from './hosts.repository.ts';
+import { listHosts, lockHostsForPlacement, placedSizes, returnHost, setHostSeen, upsertHost, type HostRow } from './hosts.repository.ts';
 import { chooseHost, roomOf } from './placement.ts';
 
 /**
@@ -51,7 +51,7 @@ export async function readyHosts(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'l
 }
 
 export function newHostRow(name: string, address: string, now: number, labels: Record<string, string> = {}): HostRow {
-  return { name, address, state: 'active', labels: JSON.stringify(labels), cpus: 0, memory_bytes: 0, disk_bytes: null, created_at: now, state_changed_at: now, last_seen_at: null };
+  return { name, address, state: 'active', drained: 0, labels: JSON.stringify(labels), cpus: 0, memory_bytes: 0, disk_bytes: null, created_at: now, state_changed_at: now, last_seen_at: null };
 }
 
 /**
@@ -79,7 +79,8 @@ export async function placeMachine(deps: Pick<Deps, 'config'>, provider: Machine
  * One pass of a process's watch over the hosts: a host added since (`npm run
  * hosts -- add`) is readied here, every readied one pinged, and an answer
  * recorded as the host's last sighting (any process's counts). A lost host
- * that answers again is active again (`back`: this process made it so).
+ * that answers again returns to what the operator left it, active or
+ * draining (`back`: this process made it so).
  * `silent`: the hosts no process has heard from for longer than
  * MACHINE_HOST_LOST_AFTER_MS that are not yet lost.
  */
@@ -108,8 +109,8 @@ export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' 
     const now = deps.clock.now();
     if (answered) {
       await setHostSeen(deps.db, host.name, now);
-      if (host.state === 'lost' && (await setHostState(deps.db, host.name, 'active', now))) {
-        deps.logger.warn({ host: host.name }, 'a lost host answers again: it takes machines again');
+      if (host.state === 'lost' && (await returnHost(deps.db, host.name, now))) {
+        deps.logger.warn({ host: host.name, drained: host.drained === 1 }, host.drained === 1 ? 'a lost host answers again: it is draining again, as the operator left it' : 'a lost host answers again: it takes machines again');
         back.push(host.name);
       }
       continue;
