@@ -82,12 +82,14 @@ export async function placeMachine(deps: Pick<Deps, 'config'>, provider: Machine
  * that answers again returns to what the operator left it, active or
  * draining (`back`: this process made it so).
  * `silent`: the hosts no process has heard from for longer than
- * MACHINE_HOST_LOST_AFTER_MS that are not yet lost.
+ * MACHINE_HOST_LOST_AFTER_MS that are not yet lost; `answering`: those that
+ * answered this pass.
  */
-export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<{ silent: HostRow[]; back: string[] }> {
+export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<{ silent: HostRow[]; back: string[]; answering: string[] }> {
   const hosts = provider.hosts;
   const back: string[] = [];
-  if (hosts === undefined) return { silent: [], back };
+  const answering: string[] = [];
+  if (hosts === undefined) return { silent: [], back, answering };
   const attached = new Set(hosts.attached());
   const silent: HostRow[] = [];
   for (const host of await listHosts(deps.db)) {
@@ -108,6 +110,7 @@ export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' 
     }
     const now = deps.clock.now();
     if (answered) {
+      answering.push(host.name);
       await setHostSeen(deps.db, host.name, now);
       if (host.state === 'lost' && (await returnHost(deps.db, host.name, now))) {
         deps.logger.warn({ host: host.name, drained: host.drained === 1 }, host.drained === 1 ? 'a lost host answers again: it is draining again, as the operator left it' : 'a lost host answers again: it takes machines again');
@@ -118,5 +121,5 @@ export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' 
     const lastHeard = host.last_seen_at ?? host.created_at;
     if (host.state !== 'lost' && now - Number(lastHeard) > deps.config.machines.hostLostAfterMs) silent.push(host);
   }
-  return { silent, back };
+  return { silent, back, answering };
 }

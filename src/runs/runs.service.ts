@@ -4,12 +4,12 @@ import { forbidden, notFound } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
 import { runExecuteJob } from './job-types.ts';
-import { BOOT_CALL_GRACE_MS, bootStarting, finishPending } from '../machines/machine-actions.ts';
+import { BOOT_CALL_GRACE_MS, bootStarting, finishPending, hostIsSilent } from '../machines/machine-actions.ts';
 import { markStarting, markStopping, type StopReason } from '../machines/machine-transitions.ts';
 import { wrongStatus } from '../machines/machines.errors.ts';
 import { findMachineById, toProviderMachine, type MachineRow } from '../machines/machines.repository.ts';
 import { getMachineRow } from '../machines/machines.service.ts';
-import { LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
+import type { MachineProvider } from '../providers/provider.ts';
 import { completeRun, type RunOutcome } from './run-events.ts';
 import { runNotFound } from './runs.errors.ts';
 import { claimRun, findRun, findRunById, insertRun, listRunRows, toRunView, type RunRow, type RunView } from './runs.repository.ts';
@@ -112,11 +112,6 @@ function stopReasonOf(run: RunRow): StopReason {
  */
 export type RunExecution = 'done' | 'released' | 'host-silent';
 
-/** Whether the machine's host does not answer now: lost, or silent before it is declared so. Never, for a provider without hosts. */
-async function hostIsSilent(provider: MachineProvider, machine: MachineRow): Promise<boolean> {
-  if (provider.hosts === undefined) return false;
-  return !(await provider.hosts.ping(machine.host ?? LOCAL_HOST));
-}
 
 /**
  * The run's job: executes a pending run, once (whoever moves it from pending

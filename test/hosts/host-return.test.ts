@@ -5,7 +5,12 @@ import { findHost, insertHost, setHostState } from '../../src/hosts/hosts.reposi
 import { newHostRow, watchHostsOnce } from '../../src/hosts/hosts.service.ts';
 import type { MachineProvider } from '../../src/providers/provider.ts';
 import type { TestContext } from '../support/app.ts';
-import { createMachineTestApp } from '../support/machines.ts';
+import { inTransaction } from '../../src/db/transaction.ts';
+import { loseHost, recoverHost } from '../../src/machines/host-loss.ts';
+import { markError } from '../../src/machines/machine-transitions.ts';
+import { findMachineById } from '../../src/machines/machines.repository.ts';
+import { LOCAL_HOST } from '../../src/providers/provider.ts';
+import { createMachineTestApp, eventsOf, newOwner, runningMachine } from '../support/machines.ts';
 
 /** A provider with hosts whose engines answer or not as the test says. */
 function hostsAnswering(answering: Map<string, boolean>): MachineProvider {
@@ -62,5 +67,28 @@ describe('a lost host back', () => {
     const { back } = await watchHostsOnce(ctx.app.deps, hostsAnswering(new Map([['drained-while-lost', true]])));
     assert.deepEqual(back, ['drained-while-lost']);
     assert.equal(await stateOf('drained-while-lost'), 'draining');
+  });
+
+  test('a host back recovers the machines it took down, and only those: a machine in error for another reason stays so', async () => {
+    const { db } = ctx.app.deps;
+    const owner = await newOwner(ctx);
+    await insertHost(db, { ...newHostRow(LOCAL_HOST, 'unix:///nowhere.sock', ctx.clock.now()), cpus: 2, memory_bytes: 2 ** 31 });
+    const crashed = await runningMachine(ctx, owner, { name: 'crashed' });
+    const taken = await runningMachine(ctx, owner, { name: 'taken-down' });
+    const crashedRow = (await findMachineById(db, crashed.id))!;
+    await inTransaction(ctx.app.deps.database, (tx) => markError(ctx.app.deps, tx, crashedRow, 'crash', 'It crashed.'));
+    assert.equal(await loseHost(ctx.app.deps, LOCAL_HOST), 1, 'the running one only');
+    assert.deepEqual([(await findMachineById(db, taken.id))!.lost_with_host, (await findMachineById(db, crashed.id))!.lost_with_host], [1, 0]);
+
+    // The simulated machines run on: the host's answer is that the one taken down runs.
+    await recoverHost(ctx.app.deps, ctx.app.machineProvider, LOCAL_HOST);
+    assert.equal((await findMachineById(db, taken.id))!.status, 'running');
+    assert.equal((await findMachineById(db, taken.id))!.lost_with_host, 0);
+    assert.equal((await findMachineById(db, crashed.id))!.status, 'error', 'the crash is not undone by a host coming back');
+    const started = (await eventsOf(ctx, owner)).filter((event) => event.type === 'machine.started');
+    assert.deepEqual(started.map((event) => [(event.data.machine as { id: string }).id, (event.data.detail as { reason?: string }).reason]), [[taken.id, 'host-back']]);
+    // Again: nothing more to do, no second event.
+    await recoverHost(ctx.app.deps, ctx.app.machineProvider, LOCAL_HOST);
+    assert.equal((await eventsOf(ctx, owner)).filter((event) => event.type === 'machine.started').length, 1);
   });
 });
