@@ -4,9 +4,10 @@
 // service's MCP endpoint and POST /runs, and by the agent alone; 30 machines at once; file reads, a process's
 // output reaching a waiting reader and the agent's memory (bench/agent.ts); the service's memory through floods of
 // bytes (bench/service-memory.ts); screens (bench/screens.ts); previews (bench/previews.ts); and a terminal's keystroke
-// echo (bench/terminal.ts); a create from a template beside a plain one (bench/templates.ts). Skipped, saying why, where there is no Docker engine with the machine image or no agent
+// echo (bench/terminal.ts); a create from a template beside a plain one (bench/templates.ts); create → running placed over
+// three hosts beside one host (bench/placement.ts). Skipped, saying why, where there is no Docker engine with the machine image or no agent
 // binary (npm run agent). Set DATABASE_URL=postgres://… for PostgreSQL,
-// BENCH_ONLY=boot,commands,agent,many,memory,screens,previews,terminal,templates for some parts only.
+// BENCH_ONLY=boot,commands,agent,many,memory,screens,previews,terminal,templates,placement for some parts only.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
@@ -27,6 +28,7 @@ import { previewFigures } from './previews.ts';
 import { screenFigures } from './screens.ts';
 import { terminalFigures } from './terminal.ts';
 import { templateFigures } from './templates.ts';
+import { placementFigures } from './placement.ts';
 import { memoryFigures } from './service-memory.ts';
 import { epochNow, interleavedTimes, percentile, postgresSchema, rssOf, sleep, startChild, type Child } from './support.ts';
 
@@ -41,7 +43,7 @@ const RUN_POLL_MS = 5;
 const TARGET_BOOT_P50_MS = 1500;
 /** MCP run_command's p50 over the engine exec's. */
 const TARGET_RATIO = 0.5;
-const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['boot', 'commands', 'agent', 'many', 'memory', 'screens', 'previews', 'terminal', 'templates'];
+const PARTS = process.env.BENCH_ONLY?.split(',') ?? ['boot', 'commands', 'agent', 'many', 'memory', 'screens', 'previews', 'terminal', 'templates', 'placement'];
 
 const skipped = (await dockerUnavailable()) || (existsSync(AGENT_BINARY) ? false : `no machine agent at ${AGENT_BINARY}: build it with npm run agent`);
 if (skipped) {
@@ -355,6 +357,7 @@ try {
   if (PARTS.includes('previews')) summary.push(...(await previewFigures(bench)));
   if (PARTS.includes('terminal')) summary.push(...(await terminalFigures(bench)));
   if (PARTS.includes('templates')) summary.push(...(await templateFigures(bench)));
+  if (PARTS.includes('placement')) summary.push(...(await placementFigures(databaseUrl)));
   console.log(`\n| | measured | target |\n|---|---|---|\n${summary.join('\n')}`);
 } finally {
   await service.stop();

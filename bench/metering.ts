@@ -55,7 +55,7 @@ for (let i = 0; i < MACHINES; i += CHUNK) {
     .values(batch.map((m) => ({
       id: m.id, account_id: m.accountId, name: `bench-${m.id.slice(-6)}`, size: m.size, external_id: '', labels: '{}', env_names: '[]', env_sealed: null, auto_stop_minutes: 0, last_active_at: null, image: 'default', status: 'running' as const,
       status_changed_at: start, version: 1, booted_at: start, pool_id: null, on_expire: 'stop' as const, expires_at: null, expired_at: null,
-      mcp_token_hash: null, pending_action: null, pending_reason: null, created_at: start, updated_at: start,
+      mcp_token_hash: null, pending_action: null, pending_reason: null, lost_with_host: 0, created_at: start, updated_at: start,
     })))
     .execute();
   await db

@@ -24,6 +24,8 @@ import * as machineNetwork from './migrations/0021_machine_network.ts';
 import * as laneAndAttemptLogKeys from './migrations/0022_lane_and_attempt_log_keys.ts';
 import * as hosts from './migrations/0023_hosts.ts';
 import * as machineMoves from './migrations/0024_machine_moves.ts';
+import * as hostDrained from './migrations/0025_host_drained.ts';
+import * as machineLostWithHost from './migrations/0026_machine_lost_with_host.ts';
 import { dialectOf } from './connect.ts';
 import type { DB } from './database.ts';
 
@@ -53,6 +55,8 @@ const migrations: Record<string, Migration> = {
   '0022_lane_and_attempt_log_keys': laneAndAttemptLogKeys,
   '0023_hosts': hosts,
   '0024_machine_moves': machineMoves,
+  '0025_host_drained': hostDrained,
+  '0026_machine_lost_with_host': machineLostWithHost,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

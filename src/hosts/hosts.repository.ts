@@ -29,8 +29,29 @@ export async function upsertHost(db: Kysely<DB>, row: HostRow): Promise<void> {
     .execute();
 }
 
+/**
+ * A compare-and-set of the host's state (false: it already was so). Draining
+ * it records that the operator drained it, and only making it active again
+ * forgets that; `lost` keeps it, for returnHost.
+ */
 export async function setHostState(db: Kysely<DB>, name: string, state: HostState, now: number): Promise<boolean> {
-  const result = await db.updateTable('hosts').set({ state, state_changed_at: now }).where('name', '=', name).where('state', '!=', state).executeTakeFirst();
+  const drained = state === 'draining' ? { drained: 1 } : state === 'active' ? { drained: 0 } : {};
+  const result = await db.updateTable('hosts').set({ state, state_changed_at: now, ...drained }).where('name', '=', name).where('state', '!=', state).executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/**
+ * A lost host answers again: it returns to what the operator left it,
+ * `draining` if drained, else `active`. False when it was not lost (another
+ * process brought it back first).
+ */
+export async function returnHost(db: Kysely<DB>, name: string, now: number): Promise<boolean> {
+  const result = await db
+    .updateTable('hosts')
+    .set({ state: sql<HostState>`case when drained = 1 then 'draining' else 'active' end`, state_changed_at: now })
+    .where('name', '=', name)
+    .where('state', '=', 'lost')
+    .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
 }
 

@@ -4,7 +4,7 @@ import type { Deps } from '../deps.ts';
 import type { DB } from '../db/database.ts';
 import { dockerHostAddress, LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
 import { capacityExhausted } from './hosts.errors.ts';
-import { listHosts, lockHostsForPlacement, placedSizes, setHostSeen, setHostState, upsertHost, type HostRow } from './hosts.repository.ts';
+import { listHosts, lockHostsForPlacement, placedSizes, returnHost, setHostSeen, upsertHost, type HostRow } from './hosts.repository.ts';
 import { chooseHost, roomOf } from './placement.ts';
 
 /**
@@ -51,7 +51,7 @@ export async function readyHosts(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'l
 }
 
 export function newHostRow(name: string, address: string, now: number, labels: Record<string, string> = {}): HostRow {
-  return { name, address, state: 'active', labels: JSON.stringify(labels), cpus: 0, memory_bytes: 0, disk_bytes: null, created_at: now, state_changed_at: now, last_seen_at: null };
+  return { name, address, state: 'active', drained: 0, labels: JSON.stringify(labels), cpus: 0, memory_bytes: 0, disk_bytes: null, created_at: now, state_changed_at: now, last_seen_at: null };
 }
 
 /** Where a new machine should go: `only` that host (a fork's copies, whose disks are made there), or `prefer` it when it has room (a template's host, which holds its disk; elsewhere the disk is copied first). */
@@ -100,14 +100,17 @@ export async function placeMovedMachine(deps: Pick<Deps, 'config'>, db: Kysely<D
  * One pass of a process's watch over the hosts: a host added since (`npm run
  * hosts -- add`) is readied here, every readied one pinged, and an answer
  * recorded as the host's last sighting (any process's counts). A lost host
- * that answers again is active again (`back`: this process made it so).
+ * that answers again returns to what the operator left it, active or
+ * draining (`back`: this process made it so).
  * `silent`: the hosts no process has heard from for longer than
- * MACHINE_HOST_LOST_AFTER_MS that are not yet lost.
+ * MACHINE_HOST_LOST_AFTER_MS that are not yet lost; `answering`: those that
+ * answered this pass.
  */
-export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<{ silent: HostRow[]; back: string[] }> {
+export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' | 'logger'>, provider: MachineProvider): Promise<{ silent: HostRow[]; back: string[]; answering: string[] }> {
   const hosts = provider.hosts;
   const back: string[] = [];
-  if (hosts === undefined) return { silent: [], back };
+  const answering: string[] = [];
+  if (hosts === undefined) return { silent: [], back, answering };
   const attached = new Set(hosts.attached());
   const silent: HostRow[] = [];
   for (const host of await listHosts(deps.db)) {
@@ -128,9 +131,10 @@ export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' 
     }
     const now = deps.clock.now();
     if (answered) {
+      answering.push(host.name);
       await setHostSeen(deps.db, host.name, now);
-      if (host.state === 'lost' && (await setHostState(deps.db, host.name, 'active', now))) {
-        deps.logger.warn({ host: host.name }, 'a lost host answers again: it takes machines again');
+      if (host.state === 'lost' && (await returnHost(deps.db, host.name, now))) {
+        deps.logger.warn({ host: host.name, drained: host.drained === 1 }, host.drained === 1 ? 'a lost host answers again: it is draining again, as the operator left it' : 'a lost host answers again: it takes machines again');
         back.push(host.name);
       }
       continue;
@@ -138,5 +142,5 @@ export async function watchHostsOnce(deps: Pick<Deps, 'db' | 'config' | 'clock' 
     const lastHeard = host.last_seen_at ?? host.created_at;
     if (host.state !== 'lost' && now - Number(lastHeard) > deps.config.machines.hostLostAfterMs) silent.push(host);
   }
-  return { silent, back };
+  return { silent, back, answering };
 }

@@ -7,6 +7,8 @@ export interface HostsTable {
   /** Its engine's address: `unix:///path`, `tcp://host:port` (TLS files per host) or `ssh://user@host`. */
   address: string;
   state: HostState;
+  /** 1 once the operator drained it: a lost host that answers again returns to `draining`, not `active`. */
+  drained: number;
   /** JSON object of the operator's labels. */
   labels: string;
   /** What its engine reported when added or last seen: CPUs and memory; disk where the engine says. */

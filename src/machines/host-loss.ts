@@ -3,7 +3,7 @@ import { inTransaction } from '../db/transaction.ts';
 import { PLACED_STATUSES, setHostState } from '../hosts/hosts.repository.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { markError, markPaused, markRunning, markStopped } from './machine-transitions.ts';
-import { findMachineById, toProviderMachine } from './machines.repository.ts';
+import { findMachineById, toProviderMachine, updateMachineIf, type MachineRow } from './machines.repository.ts';
 
 /** After a host is back, how soon its running machines are looked at again (as after a boot). */
 const RECOVERED_CHECK_MS = 60_000;
@@ -29,30 +29,51 @@ export async function loseHost(deps: Deps, host: string): Promise<number | null>
 }
 
 /**
- * A lost host that answers again: each of its machines in `error` is looked
- * at and set to what it really is, with the matching event: running
- * (`machine.started`, reason `host-back`), paused, or stopped (its engine
- * stopped it when it restarted: `machine.stopped`, reason `platform`). One
- * whose container is gone stays in error. Safe in every process at once: each
- * change is a compare-and-set on the machine's version.
+ * A host that answers (each pass of the host watch, so a recovery cut short
+ * by a crash is taken up again): each of its machines whose record waits for
+ * it is set to what it really is. One in `error` since the host was lost is
+ * looked at and gets the matching event: running (`machine.started`, reason
+ * `host-back`), paused, or stopped (its engine stopped it when it restarted:
+ * `machine.stopped`, reason `platform`); one whose container is gone stays in
+ * error. One destroyed meanwhile has its container removed. Other errors are
+ * left as they are. Safe in every process at once: each change is a
+ * compare-and-set on the machine's version, and a destroy may be repeated.
  */
 export async function recoverHost(deps: Deps, provider: MachineProvider, host: string): Promise<void> {
-  const machines = await deps.db.selectFrom('machines').select('id').where('host', '=', host).where('status', '=', 'error').execute();
-  for (const { id } of machines) {
+  const waiting = await deps.db.selectFrom('machines').select(['id', 'status']).where('host', '=', host).where('lost_with_host', '=', 1).execute();
+  for (const { id } of waiting) {
     const row = await findMachineById(deps.db, id);
-    if (row === undefined || row.status !== 'error') continue;
+    if (row === undefined || row.lost_with_host !== 1) continue;
+    if (row.status === 'destroyed') {
+      await removeLeftContainer(deps, provider, row);
+      continue;
+    }
+    if (row.status !== 'error') continue;
     const now = deps.clock.now();
     // Asked as if running: the engine then says whether it runs, is frozen, ended or is gone.
     const { observation } = await provider.observe({ ...toProviderMachine(row), status: 'running' }, now).catch((err: unknown) => {
-      deps.logger.warn({ err, machineId: id, host }, 'a machine of a host back could not be looked at');
-      return { observation: { status: 'error' as const } };
+      deps.logger.warn({ err, machineId: id, host }, 'a machine of a host back could not be looked at; the next pass asks again');
+      return { observation: { status: 'unknown' as const } };
     });
     const seen = observation?.status ?? 'running';
     await inTransaction(deps.database, async (tx) => {
       if (seen === 'running') return markRunning(deps, tx, row, now + RECOVERED_CHECK_MS, { reason: 'host-back' });
       if (seen === 'paused') return markPaused(deps, tx, row, now + RECOVERED_CHECK_MS);
       if (seen === 'stopped') return markStopped(deps, tx, row, 'platform');
+      // Gone from its host: it stays in error, no longer waiting.
+      if (seen === 'error') return updateMachineIf(tx.db, row, { lost_with_host: 0 }, now);
       return null;
     });
   }
+}
+
+/** The container of a machine destroyed while its host was silent. */
+async function removeLeftContainer(deps: Deps, provider: MachineProvider, row: MachineRow): Promise<void> {
+  try {
+    await provider.destroy(toProviderMachine(row));
+  } catch (err) {
+    deps.logger.warn({ err, machineId: row.id, host: row.host }, 'the container of a machine destroyed while its host was lost could not be removed; the next pass tries again');
+    return;
+  }
+  await updateMachineIf(deps.db, row, { lost_with_host: 0 }, deps.clock.now());
 }

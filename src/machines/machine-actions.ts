@@ -11,7 +11,7 @@ import {
   type StopReason,
 } from './machine-transitions.ts';
 import { findMachineById, toProviderMachine, updateMachineIf, type MachineRow } from './machines.repository.ts';
-import type { MachineProvider } from '../providers/provider.ts';
+import { LOCAL_HOST, type MachineProvider } from '../providers/provider.ts';
 
 /**
  * The machine changes that need the host, each in the same order: record the
@@ -80,6 +80,12 @@ function pendingOf(row: MachineRow): Pending {
   return { action: 'stop', reason: (row.pending_reason ?? 'requested') as StopReason };
 }
 
+/** Whether the machine's host does not answer now: lost, or silent before it is declared so. Never, for a provider without hosts. */
+export async function hostIsSilent(provider: MachineProvider, machine: Pick<MachineRow, 'host'>): Promise<boolean> {
+  if (provider.hosts === undefined) return false;
+  return !(await provider.hosts.ping(machine.host ?? LOCAL_HOST));
+}
+
 /**
  * Asks the host for the stop or destroy that a `stopping` machine records,
  * then records the outcome with its event (`machine.stopped` or
@@ -93,6 +99,13 @@ export async function finishPending(deps: Deps, provider: MachineProvider, row: 
     if (pending.action === 'destroy') await provider.destroy(toProviderMachine(row));
     else await provider.stop(toProviderMachine(row));
   } catch (err) {
+    // A destroy is its owner's last word: a host that does not answer (lost) does not keep the machine, nor its bill.
+    // Its container is removed once the host answers again (host-loss.ts).
+    if (pending.action === 'destroy' && (await hostIsSilent(provider, row))) {
+      deps.logger.warn({ err, machineId: row.id, host: row.host }, 'a machine was destroyed while its host does not answer; its container goes when the host answers again');
+      const destroyed = await inTransaction(deps.database, (tx) => markDestroyed(deps, tx, row, pending.reason, true));
+      return { machine: destroyed ?? (await current(deps, row)), ok: true };
+    }
     deps.logger.error({ err, machineId: row.id, action: pending.action }, 'the host failed to stop or destroy a machine');
     const message = pending.action === 'destroy' ? 'The host could not destroy the machine.' : 'The host could not stop the machine.';
     const failed = await inTransaction(deps.database, (tx) => markError(deps, tx, row, `${pending.action}-failure`, message));

@@ -32,8 +32,8 @@ export type Pending = { action: 'stop'; reason: StopReason } | { action: 'destro
 /** How long a stop or destroy may take before the worker assumes its process died and finishes it. */
 export const PENDING_ACTION_GRACE_MS = 60_000;
 
-/** Leaving a state: nothing pending any more. */
-const SETTLED = { pending_action: null, pending_reason: null } as const;
+/** Leaving a state: nothing pending any more, nothing waiting for a lost host. */
+const SETTLED = { pending_action: null, pending_reason: null, lost_with_host: 0 } as const;
 
 async function change(deps: Deps, tx: Tx, row: MachineRow, changes: Updateable<MachinesTable>, idle?: IdleGuard): Promise<MachineRow | null> {
   const now = deps.clock.now();
@@ -122,7 +122,9 @@ export async function markResumed(deps: Deps, tx: Tx, row: MachineRow, checkAt: 
 }
 
 export async function markError(deps: Deps, tx: Tx, row: MachineRow, reason: ErrorReason, message: string): Promise<MachineRow | null> {
-  const updated = await change(deps, tx, row, { ...SETTLED, status: 'error', status_changed_at: deps.clock.now(), pool_id: null });
+  // Host-lost: what it really is is asked once the host answers again (host-loss.ts); other errors stay as they are.
+  const lost = reason === 'host-lost' ? 1 : 0;
+  const updated = await change(deps, tx, row, { ...SETTLED, status: 'error', status_changed_at: deps.clock.now(), pool_id: null, lost_with_host: lost });
   if (updated === null) return null;
   await scheduleCheck(deps, tx, row.id, null);
   await refillPoolOf(deps, tx, row);
@@ -141,10 +143,15 @@ export async function markStopped(deps: Deps, tx: Tx, row: MachineRow, reason: S
   return updated;
 }
 
-/** Destroyed machines keep their row (events refer to them) but lose their token, triggers and live views. */
-export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason: DestroyReason): Promise<MachineRow | null> {
+/**
+ * Destroyed machines keep their row (events refer to them) but lose their
+ * token, triggers and live views. `leftOnLostHost`: its host does not answer,
+ * so its container is still there, to be removed once the host answers again.
+ */
+export async function markDestroyed(deps: Deps, tx: Tx, row: MachineRow, reason: DestroyReason, leftOnLostHost = false): Promise<MachineRow | null> {
   const updated = await change(deps, tx, row, {
     ...SETTLED,
+    lost_with_host: leftOnLostHost ? 1 : 0,
     status: 'destroyed',
     status_changed_at: deps.clock.now(),
     pool_id: null,

@@ -43,12 +43,13 @@ function watchHosts(deps: Deps, provider: MachineProvider, onStop: (stop: () => 
   let stopped = false;
   const pass = async () => {
     try {
-      const { silent, back } = await watchHostsOnce(deps, provider);
+      const { silent, answering } = await watchHostsOnce(deps, provider);
       for (const host of silent) {
         const down = await loseHost(deps, host.name);
         if (down !== null) deps.logger.error({ host: host.name, machines: down }, 'a host stopped answering: it is lost, and its machines are in error');
       }
-      for (const host of back) await recoverHost(deps, provider, host);
+      // Every pass, not only the one that brings a host back: a recovery cut short (a crash, a machine not answering yet) goes on.
+      for (const host of answering) await recoverHost(deps, provider, host);
     } catch (err) {
       deps.logger.warn({ err }, 'a pass over the hosts failed; the next one tries again');
     }

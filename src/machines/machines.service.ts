@@ -46,6 +46,7 @@ export async function createMachine(deps: Deps, provider: MachineProvider, accou
   const unplaced: Omit<MachineRow, 'host'> = {
     id: newId('mch', now),
     account_id: accountId,
+    lost_with_host: 0,
     name: fields.name,
     size: fields.size ?? provider.defaultSize,
     external_id: fields.externalId,

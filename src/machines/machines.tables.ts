@@ -27,6 +27,8 @@ export interface MachinesTable {
   pool_id: string | null;
   /** The host it is placed on (hosts.name); `local` for a machine from before hosts. */
   host: string | null;
+  /** 1 while its record waits for its lost host to answer: in error since the host was lost, or destroyed meanwhile (its container still there). */
+  lost_with_host: number;
   on_expire: OnExpire;
   expires_at: number | null;
   /** Set when expiry was handled, so it happens once. */

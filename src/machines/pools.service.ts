@@ -208,6 +208,7 @@ async function newPoolMachine(deps: Deps, provider: MachineProvider, tx: Tx, poo
   const row: MachineRow = {
     id,
     account_id: pool.account_id,
+    lost_with_host: 0,
     name: `${pool.name}-${id.slice(-6)}`,
     size: pool.size,
     external_id: '',

@@ -4,7 +4,7 @@ import { forbidden, notFound } from '../http/errors.ts';
 import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
 import { runExecuteJob } from './job-types.ts';
-import { BOOT_CALL_GRACE_MS, bootStarting, finishPending } from '../machines/machine-actions.ts';
+import { BOOT_CALL_GRACE_MS, bootStarting, finishPending, hostIsSilent } from '../machines/machine-actions.ts';
 import { markStarting, markStopping, type StopReason } from '../machines/machine-transitions.ts';
 import { wrongStatus } from '../machines/machines.errors.ts';
 import { findMachineById, toProviderMachine, type MachineRow } from '../machines/machines.repository.ts';
@@ -17,7 +17,7 @@ import type { RunSource } from './runs.tables.ts';
 
 export const INTERRUPTED_RUN_OUTPUT = 'The run was interrupted: the machine stopped before it could say how the run ended.';
 
-/** A host that fails while a run is under way is asked again this many times before the run is failed for it. */
+/** A host that fails while a run is under way (and answers) is asked again this many times before the run is failed for it. */
 const HOST_FAILURES_PER_RUN = 4;
 
 /** Where and how long a command runs, as a caller may ask; schedules and inbound webhooks take the defaults. */
@@ -105,8 +105,13 @@ function stopReasonOf(run: RunRow): StopReason {
   return 'requested';
 }
 
-/** How the run's job went: finished (whoever recorded it), or let go mid-run for another attempt (this process is stopping, say). */
-export type RunExecution = 'done' | 'released';
+/**
+ * How the run's job went: finished (whoever recorded it), let go mid-run for
+ * another attempt (this process is stopping, say), or waiting for the
+ * machine's host, which does not answer (`host-silent`: asked again later).
+ */
+export type RunExecution = 'done' | 'released' | 'host-silent';
+
 
 /**
  * The run's job: executes a pending run, once (whoever moves it from pending
@@ -116,8 +121,12 @@ export type RunExecution = 'done' | 'released';
  * it go: the machine is asked again under the run's id, and answers with the
  * outcome it records (the command is not run twice); only a machine that
  * cannot say fails it as interrupted. `signal` lets the run go (`released`):
- * the command goes on in the machine, and the next attempt waits for it.
- * @throws the host's error when it failed under a run, to be retried (HOST_FAILURES_PER_RUN times).
+ * the command goes on in the machine, and the next attempt waits for it. A
+ * host that stops answering under a run (lost) is waited for however long it
+ * takes (`host-silent`), as after a crash of this service: once it answers,
+ * the run is finished from the machine's record, never failed for the silence
+ * nor run again. A destroyed machine is not waited for.
+ * @throws the host's error when it failed under a run while answering, to be retried (HOST_FAILURES_PER_RUN times).
  */
 export async function executeRun(deps: Deps, provider: MachineProvider, runId: string, signal: AbortSignal, failures = 0): Promise<RunExecution> {
   let run = await findRunById(deps.db, runId);
@@ -138,6 +147,10 @@ export async function executeRun(deps: Deps, provider: MachineProvider, runId: s
     outcome = await provider.runCommand(toProviderMachine(machine), spec, signal);
   } catch (err) {
     if (signal.aborted) return 'released';
+    if ((await findMachineById(deps.db, run.machine_id))?.status !== 'destroyed' && (await hostIsSilent(provider, machine))) {
+      deps.logger.info({ err, runId, machineId: machine.id, host: machine.host }, 'the host of a run does not answer: the run waits for it');
+      return 'host-silent';
+    }
     if (failures + 1 < HOST_FAILURES_PER_RUN) throw err;
     deps.logger.error({ err, runId }, 'the host kept failing under a run; the run is failed');
     outcome = { exitCode: null, output: 'The machine could not run the command.' };

@@ -15,11 +15,19 @@ export interface Clock {
   setTimeout(callback: () => void, ms: number): Timer;
 }
 
+/** Node's longest timer (about 24.8 days): a longer one would fire after 1 ms. */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimeout(callback, ms) {
-    const timer = setTimeout(callback, Math.max(0, ms));
-    timer.unref();
+    let timer: NodeJS.Timeout;
+    // A wait past the longest timer goes in legs, each as long as a timer may be.
+    const wait = (left: number) => {
+      timer = setTimeout(() => (left > LONGEST_TIMER_MS ? wait(left - LONGEST_TIMER_MS) : callback()), Math.min(Math.max(0, left), LONGEST_TIMER_MS));
+      timer.unref();
+    };
+    wait(ms);
     return { clear: () => clearTimeout(timer) };
   },
 };

@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { asSession, type TestUser } from '../support/app.ts';
+import { capacityExhausted } from '../../src/hosts/hosts.errors.ts';
 import { openSignedInPage, type LiveApp, type SignedInPage } from '../support/browser.ts';
 
 const SETTLE_MS = 10_000;
@@ -12,10 +13,23 @@ describe('dashboard in Chromium: machines', () => {
   let page: Page;
   let problems: string[];
   let ui: SignedInPage;
+  let platformFull = false;
 
   before(async () => {
     // Real time and a short boot: the page waits for machines to come up.
-    ui = await openSignedInPage({ app: { realClock: true, env: { MACHINE_BOOT_MS: '300', MACHINE_WORKER_INTERVAL_MS: '100', MACHINE_IMAGES: 'python=python:3.13-slim' } }, clipboard: true });
+    ui = await openSignedInPage({
+      app: {
+        realClock: true,
+        env: { MACHINE_BOOT_MS: '300', MACHINE_WORKER_INTERVAL_MS: '100', MACHINE_IMAGES: 'python=python:3.13-slim' },
+        // The simulated provider has no hosts to fill: a full platform is the placement's own error, thrown where it would be.
+        setup: (app) => {
+          app.addHook('preHandler', async (request) => {
+            if (platformFull && request.method === 'POST' && request.routeOptions.url === '/api/machines') throw capacityExhausted('small');
+          });
+        },
+      },
+      clipboard: true,
+    });
     ({ live, user, page, problems } = ui);
   });
   after(() => ui?.close());
@@ -184,6 +198,26 @@ describe('dashboard in Chromium: machines', () => {
     assert.equal(await dialog.getByRole('alert').count(), 0, 'not repeated at the top of the form');
     await name.fill('fixed-name');
     assert.equal(await name.getAttribute('aria-invalid'), null, 'editing the field clears its error');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+  });
+
+  test('when no host has room, the create dialog says so plainly and nothing is made', async () => {
+    const before = (await machinesApi()).length;
+    await page.goto(`${live.baseUrl}/machines`);
+    await page.getByRole('button', { name: 'Create machine' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Create machine' });
+    await dialog.getByLabel('Name').fill('no-room');
+    platformFull = true;
+    try {
+      await dialog.getByRole('button', { name: 'Create machine' }).click();
+      const alert = dialog.getByRole('alert');
+      await alert.waitFor();
+      assert.match(await alert.innerText(), /No host has room for a small machine now\. Try again later or with a smaller size/);
+    } finally {
+      platformFull = false;
+    }
+    assert.equal((await machinesApi()).length, before);
     await page.keyboard.press('Escape');
     await dialog.waitFor({ state: 'detached' });
   });

@@ -116,8 +116,19 @@ describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
     assert.equal(next.statusCode, 201, next.body);
     assert.equal(await hostOf(next.json().id), second.name);
 
+    // Its owner destroys one while the host is lost: destroyed at once (billed no further), its container left for later.
+    const [doomed, kept] = [onFirst[0]!, onFirst[1]!];
+    const destroyed = await owner.call('DELETE', `/api/machines/${doomed.id}`);
+    assert.equal(destroyed.statusCode, 200, destroyed.body);
+    await untilStatus(owner, doomed.id, 'destroyed');
+    assert.ok((await eventsOf(ctx, owner)).some((event) => event.type === 'machine.destroyed' && (event.data as { machine: { id: string } }).machine.id === doomed.id));
+
     await first.start();
     await eventually(async () => ((await state(first.name)) === 'active' ? true : undefined), 60_000, 'the host active again');
+    // The destroyed one's container goes once the host answers; the machine stays destroyed.
+    await eventually(async () => (!(await containersOn(first)).includes(doomed.id) ? true : undefined), 60_000, 'the destroyed machine’s container removed');
+    assert.equal((await owner.call('GET', `/api/machines/${doomed.id}`)).json().status, 'destroyed');
+    assert.ok((await containersOn(first)).includes(kept.id), 'the other machine’s container stays');
     // Its machines as they really are now (the engine stops what ran when it restarts without live restore), with the matching event.
     const back = await eventually(async () => {
       const now = await machinesOn(first.name);

@@ -266,6 +266,40 @@ describe('manual runs', () => {
     assert.deepEqual(rest, []);
   });
 
+  test('regression: a run whose host stopped answering was failed after four attempts (~35 s), though the host came back; it waits for the host and is finished once, from what the machine says', async () => {
+    const machine = await runningMachine(ctx, owner, { name: 'far-away' });
+    const provider = ctx.app.machineProvider as { hosts?: unknown };
+    let answering = false;
+    provider.hosts = { ping: async () => answering, probe: async () => ({ cpus: 1, memoryBytes: 1, diskBytes: null }), attach: async () => ({ cpus: 1, memoryBytes: 1, diskBytes: null }), attached: () => ['local'], capacityOf: () => null };
+    const restore = breakProvider(ctx, 'runCommand', (m) => m.id === machine.id && !answering);
+    let calls = 0;
+    const count = breakProvider(ctx, 'runCommand', (m) => m.id === machine.id, async () => void calls++);
+    try {
+      const run = (await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'make far' })).json();
+      // Ten minutes of a silent host, in steps of a retry: the run stays running, its record kept.
+      for (let step = 0; step < 120; step++) {
+        await workerPass(ctx);
+        ctx.clock.advance(5_000);
+      }
+      await workerPass(ctx);
+      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'running');
+      answering = true;
+      ctx.clock.advance(5_000);
+      await workerPass(ctx);
+      const finished = (await owner.call('GET', `/api/runs/${run.id}`)).json();
+      assert.equal(finished.status, 'succeeded', JSON.stringify(finished));
+      assert.equal(finished.output, 'make far');
+      const asked = calls;
+      ctx.clock.advance(60_000);
+      await workerPass(ctx);
+      assert.equal(calls, asked, 'the finished run is never asked for again');
+    } finally {
+      count();
+      restore();
+      delete provider.hosts;
+    }
+  });
+
   test('run errors: 400 bad body, 409 machine not running, 404 unknown or foreign run', async () => {
     const machine = await runningMachine(ctx, owner, { name: 'strict' });
     for (const payload of [{}, { command: '' }, { command: 'x'.repeat(10_001) }, { command: 'ls', extra: true }, { command: 'ls', stopAfter: 'yes' }]) {

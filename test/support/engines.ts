@@ -102,7 +102,12 @@ export async function startTestEngine(n: number): Promise<TestEngine> {
     docker,
     async kill() {
       const daemonPid = await pid();
-      if (daemonPid > 0) process.kill(daemonPid, 'SIGKILL');
+      try {
+        if (daemonPid > 0) process.kill(daemonPid, 'SIGKILL');
+      } catch (error) {
+        // Killed already (a test that killed it stops it at its end all the same).
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+      }
       await sleep(100);
     },
     start,

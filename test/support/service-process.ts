@@ -23,11 +23,15 @@ export interface ServiceProcess {
   kill(signal: NodeJS.Signals): Promise<number | null>;
 }
 
-/** The real service, `node src/server.ts`, as a child process; resolves once /healthz answers. */
-export async function startServiceProcess(env: Record<string, string>): Promise<ServiceProcess> {
+/**
+ * The real service, `node src/server.ts`, as a child process; resolves once /healthz answers.
+ * `wrap`: a command the service runs under (`unshare …`), whose killing kills the service.
+ */
+export async function startServiceProcess(env: Record<string, string>, { wrap = [] }: { wrap?: string[] } = {}): Promise<ServiceProcess> {
   const port = env.PORT ? Number(env.PORT) : await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, [SERVER], {
+  const [command, ...args] = [...wrap, process.execPath, SERVER];
+  const child = spawn(command!, args, {
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: url, LOG_LEVEL: 'warn', BILLING: 'off', MACHINE_PROVIDER: 'simulated', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
