@@ -239,9 +239,28 @@ describe('moving machines off a draining host', { skip, timeout: 1_500_000 }, ()
     assert.equal(state.state, 'draining');
   });
 
+  test('a copy that fails (the new host’s engine down) rolls the move back: the machine runs again where it was, with its files', async () => {
+    const from = (await machineRow(machineId)).host!;
+    const to = otherThan(from);
+    await setHostState(ctx().app.deps.db, to.name, 'active', Date.now());
+    // Left down: the tests after this one need no engine of it (after() takes it down as it is).
+    await to.kill();
+    const said: string[] = [];
+    const ended = await followMoves(ctx().app.deps, await drainAndMove(ctx().app.deps, from), (line) => said.push(line), 200);
+    assert.ok(ended.every((move) => move.step === 'failed'), said.join('\n'));
+    assert.match(ended.find((move) => move.machine_id === machineId)!.outcome!, new RegExp(`the copy to ${to.name} failed`));
+    assert.equal((await machineRow(machineId)).host, from);
+    await untilStatus(machineId, 'running');
+    const onOldHost = await engineNamed(from).docker.listContainers({ all: true, filters: { label: [`${MACHINE_ID_LABEL}=${machineId}`] } });
+    assert.deepEqual(onOldHost.map((container) => container.State), ['running']);
+    assert.equal(await readFile(machineId, '/root/carried.txt'), 'carried over');
+  });
+
   test('drain --move of an unknown host is refused with one line, and nothing is recorded', async () => {
     const db = ctx().app.deps.db;
-    const hostsBefore = await db.selectFrom('hosts').selectAll().orderBy('name').execute();
+    // Their states (the host watch records each engine's answers in last_seen_at meanwhile).
+    const hostStates = () => db.selectFrom('hosts').select(['name', 'state', 'state_changed_at']).orderBy('name').execute();
+    const hostsBefore = await hostStates();
     const movesBefore = await db.selectFrom('machine_moves').selectAll().orderBy('machine_id').execute();
     const refused = await run(process.execPath, ['scripts/hosts.ts', 'drain', 'no-such-host', '--move'], { env: { ...process.env, DATABASE_URL: urlWithSchema(database) } }).then(
       () => assert.fail('the command was not refused'),
@@ -250,7 +269,7 @@ describe('moving machines off a draining host', { skip, timeout: 1_500_000 }, ()
     assert.equal(refused.code, 2);
     assert.equal(refused.stdout, '');
     assert.equal(refused.stderr, 'there is no host named no-such-host\n');
-    assert.deepEqual(await db.selectFrom('hosts').selectAll().orderBy('name').execute(), hostsBefore);
+    assert.deepEqual(await hostStates(), hostsBefore);
     assert.deepEqual(await db.selectFrom('machine_moves').selectAll().orderBy('machine_id').execute(), movesBefore);
   });
 });
