@@ -1,6 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rename } from 'node:fs/promises';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -239,24 +240,30 @@ describe('moving machines off a draining host', { skip, timeout: 1_500_000 }, ()
     assert.equal(state.state, 'draining');
   });
 
-  test('a copy that fails (the new host’s engine down) rolls the move back: the machine runs again where it was, with its files', async () => {
+  test('a copy that fails (the new host out of reach) rolls the move back: the machine runs again where it was, with its files', async () => {
     const from = (await machineRow(machineId)).host!;
     const to = otherThan(from);
     await setHostState(ctx().app.deps.db, to.name, 'active', Date.now());
-    // Out of reach as a host whose engine is down (its socket moved away; the daemon and its containers go on, and
-    // are taken down after as ever).
+    // Out of reach as an engine that went away, its daemon and containers left running (taken down after as ever):
+    // its socket moved aside, and the keep-alive connections this process holds to it closed as they fall idle.
     const socket = new URL(to.address).pathname;
     await rename(socket, `${socket}.away`);
+    const dropIdle = () => {
+      for (const [name, sockets] of Object.entries(http.globalAgent.freeSockets)) if (name.includes(socket)) for (const idle of sockets ?? []) idle.destroy();
+    };
+    dropIdle();
+    const dropping = setInterval(dropIdle, 10);
+    let ended;
+    const said: string[] = [];
     try {
-      const said: string[] = [];
-      const ended = await followMoves(ctx().app.deps, await drainAndMove(ctx().app.deps, from), (line) => said.push(line), 200);
-      // (Requests on connections the client kept open still reach the engine: another machine's copy may go through.)
-      const ours = ended.find((move) => move.machine_id === machineId)!;
-      assert.equal(ours.step, 'failed', said.join('\n'));
-      assert.match(ours.outcome!, new RegExp(`the copy to ${to.name} failed`));
+      ended = await followMoves(ctx().app.deps, await drainAndMove(ctx().app.deps, from), (line) => said.push(line), 200);
     } finally {
+      clearInterval(dropping);
       await rename(`${socket}.away`, socket);
     }
+    const ours = ended.find((move) => move.machine_id === machineId)!;
+    assert.equal(ours.step, 'failed', said.join('\n'));
+    assert.match(ours.outcome!, new RegExp(`the copy to ${to.name} failed`));
     assert.equal((await machineRow(machineId)).host, from);
     await untilStatus(machineId, 'running');
     const onOldHost = await engineNamed(from).docker.listContainers({ all: true, filters: { label: [`${MACHINE_ID_LABEL}=${machineId}`] } });
