@@ -26,6 +26,10 @@ export const hostFailed = (action: 'boot' | 'stop' | 'destroy') =>
 export const hostFailedToFreeze = (action: 'pause' | 'resume', status: MachineStatus) =>
   new AppError(502, 'provider_error', `The host failed to ${action} the machine; it is still ${status}. Try again.`);
 
+/** Account holders never see hosts: the machine's is "its host", never named. */
+export const hostNotAnswering = () =>
+  invalidState('The machine’s host is not answering: the machine can be started once its host is back (it is set to what it really is then, with an event), or destroyed now.');
+
 export const machineExpired = () => invalidState('The machine has expired; it cannot be started again.');
 
 export const poolEmpty = (pool: string) =>

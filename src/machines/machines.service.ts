@@ -6,7 +6,7 @@ import type { Deps } from '../deps.ts';
 import { newId } from '../shared/ids.ts';
 import { generateToken, hashToken } from '../shared/secrets.ts';
 import { BOOT_CALL_GRACE_MS, bootStarting, stopOrDestroy } from './machine-actions.ts';
-import { changedMeanwhile, hostFailed, machineExpired, machineNotFound, unknownSize, wrongStatus } from './machines.errors.ts';
+import { changedMeanwhile, hostFailed, hostNotAnswering, machineExpired, machineNotFound, unknownSize, wrongStatus } from './machines.errors.ts';
 import {
   findMachine,
   insertMachine,
@@ -26,6 +26,7 @@ import { claimFromPool } from './pools.service.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { envFromTemplate, templateByRef } from './template-source.ts';
 import { placeMachine } from '../hosts/hosts.service.ts';
+import { findHost } from '../hosts/hosts.repository.ts';
 
 /**
  * Creates and boots a machine, or claims a warm one from a pool.
@@ -114,12 +115,14 @@ export async function listMachines(
 
 /**
  * Boots a stopped (or failed) machine; `machine.started` follows when the boot completes.
- * @throws AppError 404, 402 payment_required on an empty balance, 409 invalid_state when it is not stopped or error, or has expired; 502 provider_error when the host refuses (the machine is then in error).
+ * @throws AppError 404, 402 payment_required on an empty balance, 409 invalid_state when it is not stopped or error, has expired, or its host is lost; 502 provider_error when the host refuses (the machine is then in error).
  */
 export async function startMachine(deps: Deps, provider: MachineProvider, accountId: string, id: string): Promise<MachineView> {
   const row = await getMachineRow(deps, accountId, id);
   if (row.status !== 'stopped' && row.status !== 'error') throw wrongStatus('be started', row.status);
   if (row.expired_at !== null) throw machineExpired();
+  // Its disk is on that host: a boot there would wait, starting, for as long as the host is lost.
+  if (row.host !== null && (await findHost(deps.db, row.host))?.state === 'lost') throw hostNotAnswering();
   await requireBalance(deps, accountId);
   const starting = await inTransaction(deps.database, (tx) => markStarting(deps, tx, row, deps.clock.now() + BOOT_CALL_GRACE_MS));
   if (starting === null) throw changedMeanwhile();

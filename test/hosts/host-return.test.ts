@@ -69,7 +69,7 @@ describe('a lost host back', () => {
     assert.equal(await stateOf('drained-while-lost'), 'draining');
   });
 
-  test('a host back recovers the machines it took down, and only those: a machine in error for another reason stays so', async () => {
+  test('a host back recovers the machines it took down, and only those: a machine in error for another reason stays so; meanwhile a start is refused', async () => {
     const { db } = ctx.app.deps;
     const owner = await newOwner(ctx);
     await insertHost(db, { ...newHostRow(LOCAL_HOST, 'unix:///nowhere.sock', ctx.clock.now()), cpus: 2, memory_bytes: 2 ** 31 });
@@ -79,6 +79,12 @@ describe('a lost host back', () => {
     await inTransaction(ctx.app.deps.database, (tx) => markError(ctx.app.deps, tx, crashedRow, 'crash', 'It crashed.'));
     assert.equal(await loseHost(ctx.app.deps, LOCAL_HOST), 1, 'the running one only');
     assert.deepEqual([(await findMachineById(db, taken.id))!.lost_with_host, (await findMachineById(db, crashed.id))!.lost_with_host], [1, 0]);
+
+    // Its disk is on the lost host: a start is refused plainly (the host unnamed), and changes nothing.
+    const refused = await owner.call('POST', `/api/machines/${taken.id}/start`);
+    assert.equal(refused.statusCode, 409, refused.body);
+    assert.deepEqual([refused.json().code, /host is not answering/.test(refused.json().detail), /\blocal\b/.test(refused.json().detail)], ['invalid_state', true, false]);
+    assert.equal((await findMachineById(db, taken.id))!.status, 'error');
 
     // The simulated machines run on: the host's answer is that the one taken down runs.
     await recoverHost(ctx.app.deps, ctx.app.machineProvider, LOCAL_HOST);

@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
@@ -91,8 +91,6 @@ export async function startTestEngine(n: number): Promise<TestEngine> {
       }
     }
   };
-  const pid = async () => Number((await readFile(`${runDir}/dockerd.pid`, 'utf8').catch(() => '0')).trim());
-
   await start();
   await copyImage(new Docker(), docker, DEFAULT_MACHINE_IMAGE);
   return {
@@ -101,14 +99,13 @@ export async function startTestEngine(n: number): Promise<TestEngine> {
     address,
     docker,
     async kill() {
-      const daemonPid = await pid();
-      try {
-        if (daemonPid > 0) process.kill(daemonPid, 'SIGKILL');
-      } catch (error) {
-        // Killed already (a test that killed it stops it at its end all the same).
-        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
-      }
-      await sleep(100);
+      // By the handle of the daemon this process started: a pid file outlives its daemon, and by then its number may
+      // be another process's (a SIGKILL to it took down a service running beside the tests).
+      const running: ChildProcess | null = daemon;
+      if (running === null || running.exitCode !== null || running.signalCode !== null) return;
+      const exited = new Promise((resolve) => running.once('exit', resolve));
+      running.kill('SIGKILL');
+      await Promise.race([exited, sleep(5000)]);
     },
     start,
   };
