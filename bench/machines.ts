@@ -63,7 +63,10 @@ console.log(`bench/machines on ${databaseUrl ? 'PostgreSQL' : 'SQLite'}: image $
 const service: Child = await startChild(new URL('./machines.child.ts', import.meta.url).pathname, {
   MACHINE_PROVIDER: 'docker',
   // The bench boots MANY small machines at once on one engine: room for them (it times boots, not placement's refusals).
+  // Memory is never overcommitted: 30 smalls of the default 1 GiB would not fit this 23 GiB box, so they get 640 MiB
+  // (a machine with its desktop uses about 300 MiB).
   MACHINE_CPU_OVERCOMMIT: process.env.MACHINE_CPU_OVERCOMMIT ?? '64',
+  MACHINE_SIZES: process.env.MACHINE_SIZES ?? 'small=1/640m/512/10g,medium=2/2g/1024/20g,large=4/4g/2048/40g',
   BILLING: 'off',
   RATE_LIMIT: 'off',
   ...(pgSchema ? { BENCH_SCHEMA: pgSchema.schema } : {}),
@@ -340,10 +343,11 @@ try {
     let peakRss = idleRss;
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, serviceRssFromProc())), 50);
     const started = performance.now();
-    const many = await bootTimes(MANY, 'many');
+    // On a failure the sampler stops before the service does (in finally below): else its read of a service
+    // stopping would be the error printed, not the failure.
+    const many = await bootTimes(MANY, 'many').finally(() => clearInterval(sampler));
     const allRunningMs = performance.now() - started;
     const memory = await serviceMemory();
-    clearInterval(sampler);
     const destroyStarted = performance.now();
     await destroyAll(created.slice(-MANY));
     const destroyMs = performance.now() - destroyStarted;

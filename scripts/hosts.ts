@@ -6,7 +6,7 @@
 import { loadConfig } from '../src/config.ts';
 import { connectDatabase } from '../src/db/connect.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
-import { addHost, drainHost, HostRefused, listHostsWithUse, removeHost } from '../src/hosts/hosts.admin.ts';
+import { addHost, drainHost, HostRefused, listHostsWithUse, machinesOn, removeHost } from '../src/hosts/hosts.admin.ts';
 import { engineClient, probeEngine } from '../src/providers/docker/engine.ts';
 import { countTemplatesOn } from '../src/hosts/hosts.repository.ts';
 import { createSignals } from '../src/db/signals.ts';
@@ -44,6 +44,7 @@ try {
       break;
     }
     case 'list': {
+      if (args.some((option) => option !== '--machines')) throw new HostRefused(USAGE);
       const hosts = await listHostsWithUse(database.db, config.machines.sizes);
       if (hosts.length === 0) console.log('no hosts yet: the service records the host `local` (DOCKER_HOST) at its first start on Docker');
       for (const host of hosts) {
@@ -51,6 +52,8 @@ try {
         console.log(
           `${host.name.padEnd(16)} ${host.state.padEnd(9)} cpus ${host.usedCpus}/${host.cpus * config.machines.cpuOvercommit}  memory ${(host.usedMemoryBytes / GIB).toFixed(1)}/${(host.memoryBytes / GIB).toFixed(1)} GiB  machines ${host.machines}  ${seen}  ${host.address}`,
         );
+        if (!args.includes('--machines')) continue;
+        for (const machine of await machinesOn(database.db, host.name)) console.log(`  ${machine.id}  ${machine.status.padEnd(9)} ${machine.size.padEnd(8)} account ${machine.accountId}`);
       }
       break;
     }

@@ -67,6 +67,12 @@ export async function listHostsWithUse(db: Kysely<DB>, sizes: Readonly<Record<st
   return listings;
 }
 
+/** The machines a host holds, destroyed ones aside, for `list --machines`: what an operator needs to find their owners. */
+export async function machinesOn(db: Kysely<DB>, host: string): Promise<Array<{ id: string; status: string; size: string; accountId: string }>> {
+  const rows = await db.selectFrom('machines').select(['id', 'status', 'size', 'account_id']).where('host', '=', host).where('status', '!=', 'destroyed').orderBy('id').execute();
+  return rows.map((row) => ({ id: row.id, status: row.status, size: row.size, accountId: row.account_id }));
+}
+
 /** A draining host keeps its machines and takes no new ones. @throws HostRefused for an unknown host. */
 export async function drainHost(db: Kysely<DB>, name: string, now: number): Promise<void> {
   if ((await findHost(db, name)) === undefined) throw new HostRefused(`there is no host named ${name}`);
