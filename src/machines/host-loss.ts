@@ -3,7 +3,7 @@ import { inTransaction } from '../db/transaction.ts';
 import { PLACED_STATUSES, setHostState } from '../hosts/hosts.repository.ts';
 import type { MachineProvider } from '../providers/provider.ts';
 import { markError, markPaused, markRunning, markStopped } from './machine-transitions.ts';
-import { findMachineById, toProviderMachine, updateMachineIf, type MachineRow } from './machines.repository.ts';
+import { toProviderMachine, updateMachineIf, type MachineRow } from './machines.repository.ts';
 
 /** After a host is back, how soon its running machines are looked at again (as after a boot). */
 const RECOVERED_CHECK_MS = 60_000;
@@ -40,10 +40,10 @@ export async function loseHost(deps: Deps, host: string): Promise<number | null>
  * compare-and-set on the machine's version, and a destroy may be repeated.
  */
 export async function recoverHost(deps: Deps, provider: MachineProvider, host: string): Promise<void> {
-  const waiting = await deps.db.selectFrom('machines').select(['id', 'status']).where('host', '=', host).where('lost_with_host', '=', 1).execute();
-  for (const { id } of waiting) {
-    const row = await findMachineById(deps.db, id);
-    if (row === undefined || row.lost_with_host !== 1) continue;
+  // Whole rows at once: each change below is a compare-and-set on the version, so a row changed since loses it.
+  const waiting = await deps.db.selectFrom('machines').selectAll().where('host', '=', host).where('lost_with_host', '=', 1).execute();
+  for (const row of waiting) {
+    const id = row.id;
     if (row.status === 'destroyed') {
       await removeLeftContainer(deps, provider, row);
       continue;
