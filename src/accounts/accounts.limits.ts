@@ -9,10 +9,10 @@ export const LIMITS = {
   signUpPerEmail: { max: 5, windowMs: HOUR },
   signUpPerIp: { max: 20, windowMs: HOUR },
   mailPerEmail: { max: 5, windowMs: HOUR },
-  /** Not in the contract: stops one client from mailing many strangers through `forgot`. */
+  /** Beyond the per-address mail limit: stops one client from mailing many strangers through `forgot`. */
   resetMailPerIp: { max: 20, windowMs: HOUR },
   /**
-   * Not in the contract: guessing emailed tokens (32 random bytes) is hopeless, but each
+   * Guessing emailed tokens (32 random bytes) is hopeless, but each
    * reset attempt with a live token costs a password hash, and each attempt costs a query.
    * A person needs one or two; a page reloaded in a loop stays well under.
    */
