@@ -162,6 +162,15 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       : createRunner({ database, db, clock, logger }, { ...DEFAULT_RUNNER_OPTIONS, pollIntervalMs: config.jobs.pollIntervalMs, ...options.runnerOptions });
   const deps: Deps = Object.freeze({ config, database, db, clock, logger, signals, jobs: createQueue({ db, clock, signals, runner }), secrets: createSealer(loadSecretsKey(config.secrets)), machineFollowers: [runsFollowMachines, liveViewsFollowMachines] });
 
+  // The database goes last: Fastify runs onClose hooks in the reverse order they were added, and each plugin
+  // registered below adds its own (what it still writes as it closes, such as machines' held activity) before this
+  // function's end.
+  let stopListening = async () => {};
+  app.addHook('onClose', async () => {
+    await stopListening();
+    await database.destroy();
+  });
+
   await app.register(fp(async (core) => {
     core.decorate('deps', deps);
     core.decorate('metrics', metrics);
@@ -183,7 +192,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Machine Platform: accounts, authentication and event webhooks', version: '1.0.0' },
+      info: { title: 'Machine Platform: a cloud of machines for AI agents, with accounts, API keys, signed webhooks and billing', version: '1.0.0' },
       servers: [{ url: config.publicUrl }],
       components: {
         securitySchemes: {
@@ -215,7 +224,6 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     await app.register(dashboardRoutes);
   }
 
-  let stopListening = async () => {};
   app.addHook('onReady', async () => {
     if (database.engine === 'postgres') {
       // Loaded here: it loads pg, which a SQLite service never needs (issue 42).
@@ -229,12 +237,6 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   });
 
   app.get('/api/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
-
-  // Jobs in flight have finished (preClose); the database goes last.
-  app.addHook('onClose', async () => {
-    await stopListening();
-    await database.destroy();
-  });
 
   return app;
 }

@@ -1,4 +1,7 @@
 import { strict as assert } from 'node:assert';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { inTransaction } from '../../src/db/transaction.ts';
@@ -6,6 +9,7 @@ import { ACTIVITY_WRITE_MS } from '../../src/machines/activity.ts';
 import { markStopping } from '../../src/machines/machine-transitions.ts';
 import { findMachineById, recordActivity } from '../../src/machines/machines.repository.ts';
 import type { TestContext } from '../support/app.ts';
+import { freshDatabase } from '../support/database.ts';
 import { createMachine, createMachineTestApp, eventsOf, finishBoot, finishedRun, jobOf, newOwner, runningMachine, workerPass, type Owner } from '../support/machines.ts';
 
 const SECOND = 1000;
@@ -290,3 +294,33 @@ describe('idle stop (CONTRACT 20)', () => {
     assert.equal(create.properties.autoStopMinutes.maximum, 10_080);
   });
 });
+
+test('activity held in its window when the service stops is written as it closes, before the database', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'activity-'));
+  const database = await freshDatabase(join(dir, 'machines.sqlite'));
+  const logs: string[] = [];
+  const first = await createMachineTestApp({ database, logs });
+  let machineId: string;
+  let held: number;
+  try {
+    const owner = await newOwner(first);
+    const machine = await runningMachine(first, owner, { name: 'closing' });
+    machineId = machine.id;
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/screenshot`)).statusCode, 200);
+    first.clock.advance(SECOND);
+    held = first.clock.now();
+    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/screenshot`)).statusCode, 200);
+  } finally {
+    await first.close();
+  }
+  const second = await createMachineTestApp({ database });
+  try {
+    assert.equal((await findMachineById(second.app.deps.db, machineId))!.last_active_at, held, 'the held touch was written at close');
+    assert.deepEqual(logs.filter((line) => line.includes('could not record')), []);
+  } finally {
+    await second.close();
+    await database.drop();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
