@@ -1,7 +1,6 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
-import type { TestContext } from '../support/app.ts';
-import { createMachine, createMachineTestApp, finishBoot, finishedRun, newOwner, workerPass, type Owner } from '../support/machines.ts';
+import { before, describe, test } from 'node:test';
+import { createMachine, finishBoot, finishedRun, machineSuite, newOwner, workerPass, type Owner } from '../support/machines.ts';
 
 interface Envelope {
   id: string;
@@ -11,16 +10,12 @@ interface Envelope {
 
 /** Issue 38 point 8: the events listed only by type; a machine's own events could not be asked for. */
 describe('GET /api/events?machineId', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  const suite = machineSuite();
   let other: Owner;
 
   before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-    other = await newOwner(ctx);
+    other = await newOwner(suite.ctx);
   });
-  after(() => ctx.close());
 
   const eventsOf = async (who: Owner, query: string) => {
     const response = await who.call('GET', `/api/events?${query}`);
@@ -29,21 +24,21 @@ describe('GET /api/events?machineId', () => {
   };
 
   test("one machine's events, its runs' included, newest first and in pages; nothing of another machine or account", async () => {
-    const first = await createMachine(owner, { name: 'first-box' });
-    const second = await createMachine(owner, { name: 'second-box' });
-    await finishBoot(ctx);
-    const run = await finishedRun(ctx, owner, first.id, { command: 'echo hi' });
-    assert.equal((await owner.call('POST', `/api/machines/${second.id}/stop`)).statusCode, 200);
-    assert.equal((await owner.call('POST', `/api/machines/${first.id}/stop`)).statusCode, 200);
-    await workerPass(ctx);
+    const first = await createMachine(suite.owner, { name: 'first-box' });
+    const second = await createMachine(suite.owner, { name: 'second-box' });
+    await finishBoot(suite.ctx);
+    const run = await finishedRun(suite.ctx, suite.owner, first.id, { command: 'echo hi' });
+    assert.equal((await suite.owner.call('POST', `/api/machines/${second.id}/stop`)).statusCode, 200);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${first.id}/stop`)).statusCode, 200);
+    await workerPass(suite.ctx);
 
-    const all = (await eventsOf(owner, 'limit=100')).data;
+    const all = (await eventsOf(suite.owner, 'limit=100')).data;
     const expected = all.filter((event) => event.data.machine?.id === first.id);
     assert.ok(expected.length >= 3, `machine.created, run.succeeded, machine.stopped at least (${expected.map((e) => e.type).join(', ')})`);
     assert.ok(expected.some((event) => event.data.run?.id === run.id), "the machine's run event");
     assert.ok(all.some((event) => event.data.machine?.id === second.id), 'the other machine has events too');
 
-    const filtered = await eventsOf(owner, `machineId=${first.id}`);
+    const filtered = await eventsOf(suite.owner, `machineId=${first.id}`);
     assert.deepEqual(filtered.data, expected, 'the same envelopes, newest first');
     assert.equal(filtered.nextCursor, null);
 
@@ -51,23 +46,23 @@ describe('GET /api/events?machineId', () => {
     const paged: Envelope[] = [];
     let cursor: string | null = null;
     do {
-      const page: { data: Envelope[]; nextCursor: string | null } = await eventsOf(owner, `machineId=${first.id}&limit=1${cursor ? `&cursor=${cursor}` : ''}`);
+      const page: { data: Envelope[]; nextCursor: string | null } = await eventsOf(suite.owner, `machineId=${first.id}&limit=1${cursor ? `&cursor=${cursor}` : ''}`);
       assert.ok(page.data.length <= 1);
       paged.push(...page.data);
       cursor = page.nextCursor;
     } while (cursor !== null);
     assert.deepEqual(paged.map((e) => e.id), expected.map((e) => e.id));
 
-    const stopped = await eventsOf(owner, `machineId=${first.id}&type=machine.stopped`);
+    const stopped = await eventsOf(suite.owner, `machineId=${first.id}&type=machine.stopped`);
     assert.deepEqual(stopped.data.map((e) => e.id), expected.filter((e) => e.type === 'machine.stopped').map((e) => e.id));
 
     assert.deepEqual((await eventsOf(other, `machineId=${first.id}`)).data, [], "another account sees nothing of this machine's events");
   });
 
   test('a malformed machineId is 400 invalid_request; a well-formed one of no machine lists nothing', async () => {
-    assert.deepEqual(await eventsOf(owner, 'machineId=mch_01jd0000000000000000000042'), { data: [], nextCursor: null });
+    assert.deepEqual(await eventsOf(suite.owner, 'machineId=mch_01jd0000000000000000000042'), { data: [], nextCursor: null });
     for (const machineId of ['nope', 'mch_short', 'evt_01jd0000000000000000000042', 'mch_01JD0000000000000000000042', '']) {
-      const response = await owner.call('GET', `/api/events?machineId=${encodeURIComponent(machineId)}`);
+      const response = await suite.owner.call('GET', `/api/events?machineId=${encodeURIComponent(machineId)}`);
       assert.equal(response.statusCode, 400, machineId);
       assert.equal(response.json().code, 'invalid_request');
     }

@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
-import { asBearer, asSession, type TestContext } from '../support/app.ts';
-import { createMachine, createMachineTestApp, newOwner, type Owner } from '../support/machines.ts';
+import { before, describe, test } from 'node:test';
+import { asBearer, asSession } from '../support/app.ts';
+import { createMachine, machineSuite } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';
 
 const INITIALIZE = {
@@ -13,24 +13,20 @@ const INITIALIZE = {
 const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
 describe('MCP transport security: a foreign Origin is refused on both MCP endpoints, whatever the credential', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  const suite = machineSuite();
   let machineId: string;
   let credentials: Record<string, Record<string, string>>;
   before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-    const machine = await createMachine(owner);
+    const machine = await createMachine(suite.owner);
     machineId = machine.id;
     credentials = {
       none: {},
       'an unknown bearer token': asBearer('tmk_unknown'),
-      'the API key': asBearer(owner.key),
+      'the API key': asBearer(suite.owner.key),
       'the machine token': asBearer(machine.mcpToken),
-      'the session cookie': { cookie: asSession(owner.user.session).cookie! },
+      'the session cookie': { cookie: asSession(suite.owner.user.session).cookie! },
     };
   });
-  after(() => ctx.close());
 
   const endpoints = () => ['/api/mcp', `/api/machines/${machineId}/mcp`];
 
@@ -40,7 +36,7 @@ describe('MCP transport security: a foreign Origin is refused on both MCP endpoi
       for (const method of ['POST', 'GET', 'DELETE'] as const) {
         for (const [name, headers] of Object.entries(credentials)) {
           for (const origin of ['https://evil.example', 'http://localhost:3001', 'null', 'http://localhost:3000.evil.example']) {
-            const response = await ctx.app.inject({
+            const response = await suite.ctx.app.inject({
               method,
               url,
               headers: { ...MCP_HEADERS, ...headers, origin },
@@ -56,11 +52,11 @@ describe('MCP transport security: a foreign Origin is refused on both MCP endpoi
 
   test('our own origin, or none at all, is served as before', async () => {
     for (const url of endpoints()) {
-      for (const origin of [ctx.config.publicUrl, undefined]) {
-        const response = await ctx.app.inject({
+      for (const origin of [suite.ctx.config.publicUrl, undefined]) {
+        const response = await suite.ctx.app.inject({
           method: 'POST',
           url,
-          headers: { ...MCP_HEADERS, ...asBearer(owner.key), ...(origin === undefined ? {} : { origin }) },
+          headers: { ...MCP_HEADERS, ...asBearer(suite.owner.key), ...(origin === undefined ? {} : { origin }) },
           payload: INITIALIZE,
         });
         assert.equal(response.statusCode, 200, `${url} from ${origin}: ${response.body}`);
@@ -70,7 +66,7 @@ describe('MCP transport security: a foreign Origin is refused on both MCP endpoi
   });
 
   test('other routes are not subject to it: a Bearer request from another origin still works there', async () => {
-    const response = await ctx.app.inject({ method: 'GET', url: '/api/machines', headers: { ...asBearer(owner.key), origin: 'https://evil.example' } });
+    const response = await suite.ctx.app.inject({ method: 'GET', url: '/api/machines', headers: { ...asBearer(suite.owner.key), origin: 'https://evil.example' } });
     assert.equal(response.statusCode, 200);
   });
 });

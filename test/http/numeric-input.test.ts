@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
-import { asBearer, type TestContext } from '../support/app.ts';
-import { createMachine, createMachineTestApp, newOwner, type Owner } from '../support/machines.ts';
+import { before, describe, test } from 'node:test';
+import { asBearer } from '../support/app.ts';
+import { createMachine, machineSuite } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';
 
 interface Parameter {
@@ -31,19 +31,16 @@ const LOOSE_NUMBER_TEXTS = [
 const BAD_BODY_NUMBERS = ['1e400', '-1e400', '-1', '1.5', '21', '1e-1', '2.5e1', '"5"', 'null', 'true', '[5]', '1' + '0'.repeat(400)];
 
 describe('numeric input: a finite whole number in range, or a 400', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  const suite = machineSuite({ env: { RATE_LIMIT: 'off' } });
   let operations: Operation[];
   let machineId: string;
   let poolId: string;
   before(async () => {
-    ctx = await createMachineTestApp({ env: { RATE_LIMIT: 'off' } });
-    owner = await newOwner(ctx);
-    machineId = (await createMachine(owner)).id;
-    const pool = await owner.call('POST', '/api/pools', { name: 'numbers', size: 'small', count: 0 });
+    machineId = (await createMachine(suite.owner)).id;
+    const pool = await suite.owner.call('POST', '/api/pools', { name: 'numbers', size: 'small', count: 0 });
     assert.equal(pool.statusCode, 201, pool.body);
     poolId = pool.json().id;
-    const document = (await ctx.app.inject({ method: 'GET', url: '/api/openapi.json' })).json() as {
+    const document = (await suite.ctx.app.inject({ method: 'GET', url: '/api/openapi.json' })).json() as {
       paths: Record<string, Record<string, { parameters?: Parameter[]; requestBody?: { content: Record<string, { schema: Operation['body'] }> } }>>;
     };
     operations = Object.entries(document.paths).flatMap(([path, methods]) =>
@@ -55,7 +52,6 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
       })),
     );
   });
-  after(() => ctx.close());
 
   /** The path with its parameters filled in: this account's machine and pool where the route names them. */
   const urlOf = (operation: Operation) =>
@@ -69,7 +65,7 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
     assert.ok(numeric.length >= 8, `the lists' limits are found: ${numeric.length}`);
     for (const { operation, parameter } of numeric) {
       assert.equal(parameter.in, 'query', 'numeric path parameters would need a form here too');
-      const good = await ctx.app.inject({ method: operation.method as 'GET', url: `${urlOf(operation)}?${parameter.name}=2`, headers: asBearer(owner.key) });
+      const good = await suite.ctx.app.inject({ method: operation.method as 'GET', url: `${urlOf(operation)}?${parameter.name}=2`, headers: asBearer(suite.owner.key) });
       // A process's output is the Docker provider's: the simulated one answers 409 not_supported once the query is valid.
       const accepted = operation.path.includes('/processes/') ? 409 : 200;
       assert.equal(good.statusCode, accepted, `${operation.method} ${operation.path}?${parameter.name}=2: ${good.body}`);
@@ -77,13 +73,13 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
       const refused = LOOSE_NUMBER_TEXTS.filter((text) => !(text === '0' && parameter.schema.minimum === 0));
       for (const text of [...refused, String((parameter.schema.maximum ?? 100) + 1)]) {
         const url = `${urlOf(operation)}?${parameter.name}=${encodeURIComponent(text)}`;
-        const response = await ctx.app.inject({ method: operation.method as 'GET', url, headers: asBearer(owner.key) });
+        const response = await suite.ctx.app.inject({ method: operation.method as 'GET', url, headers: asBearer(suite.owner.key) });
         assert.equal(response.statusCode, 400, `${operation.method} ${url}: ${response.body}`);
         assertProblem(response, 400, 'invalid_request');
         assert.match(response.json().detail, new RegExp(`querystring/${parameter.name} must`), `${operation.method} ${url}`);
       }
       // Repeated, the parameter is a list: each element is held to the same rule.
-      const repeated = await ctx.app.inject({ method: operation.method as 'GET', url: `${urlOf(operation)}?${parameter.name}=Infinity&${parameter.name}=2`, headers: asBearer(owner.key) });
+      const repeated = await suite.ctx.app.inject({ method: operation.method as 'GET', url: `${urlOf(operation)}?${parameter.name}=Infinity&${parameter.name}=2`, headers: asBearer(suite.owner.key) });
       assertProblem(repeated, 400, 'invalid_request');
     }
   });
@@ -109,10 +105,10 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
       // '21' and '2.5e1' stand for past the maximum (a pool's count); a port's is 65535.
       const past = (schema.maximum ?? 20) + 1;
       for (const text of BAD_BODY_NUMBERS.map((bad) => (bad === '21' ? String(past) : bad === '2.5e1' ? `${past / 10}e1` : bad))) {
-        const response = await ctx.app.inject({
+        const response = await suite.ctx.app.inject({
           method: operation.method as 'POST',
           url: urlOf(operation),
-          headers: { ...asBearer(owner.key), 'content-type': 'application/json' },
+          headers: { ...asBearer(suite.owner.key), 'content-type': 'application/json' },
           payload: `${base}"${field}":${text}}`,
         });
         assertProblem(response, 400, 'invalid_request');
@@ -120,7 +116,7 @@ describe('numeric input: a finite whole number in range, or a 400', () => {
       }
     }
     // A JSON number is a number however it is written: 1e1 is 10.
-    const written = await ctx.app.inject({ method: 'PATCH', url: `/api/pools/${poolId}`, headers: { ...asBearer(owner.key), 'content-type': 'application/json' }, payload: '{"count":1e1}' });
+    const written = await suite.ctx.app.inject({ method: 'PATCH', url: `/api/pools/${poolId}`, headers: { ...asBearer(suite.owner.key), 'content-type': 'application/json' }, payload: '{"count":1e1}' });
     assert.equal(written.statusCode, 200, written.body);
     assert.equal(written.json().count, 10);
   });

@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { asBearer, createTestApp, type TestContext } from '../support/app.ts';
-import { createMachine, createMachineTestApp, newOwner, type Owner } from '../support/machines.ts';
+import { createMachine, machineSuite, newOwner, type Owner } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';
 import { assertRawProblem, exchange } from '../support/raw-http.ts';
 
@@ -22,27 +22,23 @@ const UNUSABLE_HOSTS = [' ', 'a b', 'a/b', 'evil@localhost', 'a?b', 'a#b', 'a\\b
 const USABLE_HOSTS = ['localhost', 'localhost:3000', '127.0.0.1', '127.0.0.1:80', '[::1]', '[::1]:3000', 'example.com.', 'api.example.com:443', 'xn--bcher-kva.example'];
 
 describe('requests the service cannot build a URL from are 400 before any handler runs', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  const suite = machineSuite();
   let mcpPaths: string[];
   let port: number;
   before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-    mcpPaths = ['/api/mcp', `/api/machines/${(await createMachine(owner)).id}/mcp`];
-    await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-    port = (ctx.app.server.address() as { port: number }).port;
+    mcpPaths = ['/api/mcp', `/api/machines/${(await createMachine(suite.owner)).id}/mcp`];
+    await suite.ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (suite.ctx.app.server.address() as { port: number }).port;
   });
-  after(() => ctx.close());
 
   test('an empty or malformed Host on the MCP endpoints and elsewhere is 400 invalid_request', async () => {
     // Regression: an empty Host reached the MCP handlers, whose URL could not be built: a 500.
     for (const host of UNUSABLE_HOSTS) {
       for (const url of [...mcpPaths, '/api/me', '/healthz', '/nowhere']) {
-        const response = await ctx.app.inject({
+        const response = await suite.ctx.app.inject({
           method: url.endsWith('/mcp') ? 'POST' : 'GET',
           url,
-          headers: { ...MCP_HEADERS, ...asBearer(owner.key), host },
+          headers: { ...MCP_HEADERS, ...asBearer(suite.owner.key), host },
           ...(url.endsWith('/mcp') ? { payload: INITIALIZE } : {}),
         });
         assertProblem(response, 400, 'invalid_request');
@@ -53,13 +49,13 @@ describe('requests the service cannot build a URL from are 400 before any handle
 
   test('well-formed hosts are served', async () => {
     for (const host of USABLE_HOSTS) {
-      const response = await ctx.app.inject({ method: 'POST', url: mcpPaths[0]!, headers: { ...MCP_HEADERS, ...asBearer(owner.key), host }, payload: INITIALIZE });
+      const response = await suite.ctx.app.inject({ method: 'POST', url: mcpPaths[0]!, headers: { ...MCP_HEADERS, ...asBearer(suite.owner.key), host }, payload: INITIALIZE });
       assert.equal(response.statusCode, 200, `Host ${host}: ${response.body}`);
     }
   });
 
   test('over the wire: an empty Host, two Host headers, and a target that is no URL', async () => {
-    const mcp = (head: string) => `POST ${mcpPaths[0]} HTTP/1.1\r\n${head}Authorization: Bearer ${owner.key}\r\nContent-Type: application/json\r\n` +
+    const mcp = (head: string) => `POST ${mcpPaths[0]} HTTP/1.1\r\n${head}Authorization: Bearer ${suite.owner.key}\r\nContent-Type: application/json\r\n` +
       `Accept: application/json, text/event-stream\r\nContent-Length: ${INITIALIZE.length}\r\nConnection: close\r\n\r\n${INITIALIZE}`;
     assertRawProblem(await exchange(port, mcp('Host:\r\n')), 400, 'invalid_request');
     assertRawProblem(await exchange(port, mcp('Host: localhost\r\nHost: evil.example\r\n')), 400, 'invalid_request');
@@ -70,7 +66,7 @@ describe('requests the service cannot build a URL from are 400 before any handle
   test('an HTTP/1.0 request without Host (a health checker) is taken as addressed to our own host', async () => {
     const health = await exchange(port, 'GET /healthz HTTP/1.0\r\n\r\n');
     assert.equal(health.status, 200, health.raw);
-    const response = await exchange(port, `POST ${mcpPaths[0]} HTTP/1.0\r\nAuthorization: Bearer ${owner.key}\r\nContent-Type: application/json\r\n` +
+    const response = await exchange(port, `POST ${mcpPaths[0]} HTTP/1.0\r\nAuthorization: Bearer ${suite.owner.key}\r\nContent-Type: application/json\r\n` +
       `Accept: application/json, text/event-stream\r\nContent-Length: ${INITIALIZE.length}\r\n\r\n${INITIALIZE}`);
     assert.equal(response.status, 200, response.raw);
     assert.equal(JSON.parse(response.body).result.serverInfo.version, '1.0.0');

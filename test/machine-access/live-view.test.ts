@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
-import { asBearer, type TestContext } from '../support/app.ts';
-import { createMachineTestApp, newOwner, pathOf, runningMachine, type Owner } from '../support/machines.ts';
+import { describe, test } from 'node:test';
+import { asBearer } from '../support/app.ts';
+import { machineSuite, pathOf, runningMachine } from '../support/machines.ts';
 
 const FIFTEEN_MINUTES = 15 * 60_000;
 
@@ -12,24 +12,18 @@ function screenOf(html: string): string {
 }
 
 describe('live view', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-  });
-  after(() => ctx.close());
+  const suite = machineSuite();
 
   test('a link valid 15 minutes shows the machine’s screen: a placeholder with its name and status', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'agent <desk> & co' });
-    const created = await ctx.app.inject({ method: 'POST', url: `/api/machines/${machine.id}/live-view`, headers: asBearer(machine.mcpToken) });
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'agent <desk> & co' });
+    const created = await suite.ctx.app.inject({ method: 'POST', url: `/api/machines/${machine.id}/live-view`, headers: asBearer(machine.mcpToken) });
     assert.equal(created.statusCode, 201);
     const link = created.json();
     assert.deepEqual(Object.keys(link).sort(), ['expiresAt', 'url']);
     assert.match(link.url, /^http:\/\/localhost:3000\/live\/[A-Za-z0-9_-]{43}$/);
-    assert.equal(link.expiresAt, new Date(ctx.clock.now() + FIFTEEN_MINUTES).toISOString());
+    assert.equal(link.expiresAt, new Date(suite.ctx.clock.now() + FIFTEEN_MINUTES).toISOString());
 
-    const page = await ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
+    const page = await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
     assert.equal(page.statusCode, 200);
     assert.equal(page.headers['content-type'], 'text/html; charset=utf-8');
     assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
@@ -42,19 +36,19 @@ describe('live view', () => {
     assert.ok(screen.includes('agent &lt;desk&gt; &amp; co'));
     assert.ok(screen.includes('>running<'));
 
-    await owner.call('POST', `/api/machines/${machine.id}/stop`);
-    const later = await ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
+    await suite.owner.call('POST', `/api/machines/${machine.id}/stop`);
+    const later = await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
     assert.ok(screenOf(later.body).includes('>stopped<'), 'the screen follows the machine');
 
-    ctx.clock.advance(FIFTEEN_MINUTES - 1);
-    assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
-    ctx.clock.advance(1);
-    const expired = await ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
+    suite.ctx.clock.advance(FIFTEEN_MINUTES - 1);
+    assert.equal((await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
+    suite.ctx.clock.advance(1);
+    const expired = await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) });
     assertLinkGonePage(expired);
   });
 
   /** What a browser shows for a dead link: a small HTML page, with the live page's own security headers. */
-  function assertLinkGonePage(response: Awaited<ReturnType<typeof ctx.app.inject>>): void {
+  function assertLinkGonePage(response: Awaited<ReturnType<typeof suite.ctx.app.inject>>): void {
     assert.equal(response.statusCode, 404);
     assert.equal(response.headers['content-type'], 'text/html; charset=utf-8');
     assert.match(String(response.headers['content-security-policy']), /default-src 'none'/);
@@ -67,24 +61,24 @@ describe('live view', () => {
   }
 
   test('regression: an expired or unknown link gave a browser application/problem+json; it is an HTML page saying so', async () => {
-    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' }));
-    const machine = await runningMachine(ctx, owner, { name: 'short-look' });
-    const link = (await owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
-    ctx.clock.advance(FIFTEEN_MINUTES);
-    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
-    await ctx.app.jobs.drain();
-    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
+    assertLinkGonePage(await suite.ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' }));
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'short-look' });
+    const link = (await suite.owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
+    suite.ctx.clock.advance(FIFTEEN_MINUTES);
+    assertLinkGonePage(await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
+    await suite.ctx.app.jobs.drain();
+    assertLinkGonePage(await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
   });
 
   test('unknown links are 404; only the hash of a link is stored; a destroyed machine’s links die', async () => {
-    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' }));
-    const machine = await runningMachine(ctx, owner, { name: 'shared-screen' });
-    const link = (await owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
+    assertLinkGonePage(await suite.ctx.app.inject({ method: 'GET', url: '/live/not-a-real-token' }));
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'shared-screen' });
+    const link = (await suite.owner.call('POST', `/api/machines/${machine.id}/live-view`)).json();
     const token = link.url.split('/').pop();
-    const stored = JSON.stringify(await ctx.app.deps.db.selectFrom('live_views').selectAll().execute());
+    const stored = JSON.stringify(await suite.ctx.app.deps.db.selectFrom('live_views').selectAll().execute());
     assert.ok(!stored.includes(token));
-    assert.equal((await ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
-    await owner.call('DELETE', `/api/machines/${machine.id}`);
-    assertLinkGonePage(await ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
+    assert.equal((await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) })).statusCode, 200);
+    await suite.owner.call('DELETE', `/api/machines/${machine.id}`);
+    assertLinkGonePage(await suite.ctx.app.inject({ method: 'GET', url: pathOf(link.url) }));
   });
 });

@@ -1,11 +1,10 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
-import type { TestContext } from '../support/app.ts';
-import { createMachineTestApp, newOwner, runningMachine, type CreatedMachine, type Owner } from '../support/machines.ts';
+import { listeningMachineSuite, newOwner, runningMachine, type CreatedMachine, type Owner } from '../support/machines.ts';
 import { eventually } from '../support/receiver.ts';
 
 /** The answer deadline these tests give the tools (50 s in production): a `sleep 4` outlasts it, an `exit 3` does not. */
@@ -31,39 +30,29 @@ function errorCodeOf(result: unknown): string {
 
 /** Issue 38.2: a command longer than the SDK client's 60 s request timeout was lost to an MCP client, with no run id and no tool to read the run. */
 describe('long runs over MCP: the tools answer before the deadline, run_get and run_wait read on', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  const suite = listeningMachineSuite({ env: ENV, buildOptions: { toolWait: { answerDeadlineMs: DEADLINE_MS, progressIntervalMs: PROGRESS_INTERVAL_MS } } });
   let machine: CreatedMachine;
   let other: CreatedMachine;
   let stranger: Owner;
   let strangersMachine: CreatedMachine;
-  let base: string;
-  const clients: Array<{ close(): Promise<void> }> = [];
 
   before(async () => {
-    ctx = await createMachineTestApp({ env: ENV, buildOptions: { toolWait: { answerDeadlineMs: DEADLINE_MS, progressIntervalMs: PROGRESS_INTERVAL_MS } } });
-    owner = await newOwner(ctx);
-    stranger = await newOwner(ctx);
+    stranger = await newOwner(suite.ctx);
     // All booted here: a boot drains the job queue, which would wait for the long runs the tests leave running.
-    machine = await runningMachine(ctx, owner, { name: 'long-runner' });
-    other = await runningMachine(ctx, owner, { name: 'other-box' });
-    strangersMachine = await runningMachine(ctx, stranger, { name: 'not-yours' });
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-  });
-  after(async () => {
-    for (const client of clients) await client.close();
-    await ctx.close();
+    machine = await runningMachine(suite.ctx, suite.owner, { name: 'long-runner' });
+    other = await runningMachine(suite.ctx, suite.owner, { name: 'other-box' });
+    strangersMachine = await runningMachine(suite.ctx, stranger, { name: 'not-yours' });
   });
 
   /** The official SDK client with its default options (a 60 s request timeout). */
   async function connect(path: string, token: string): Promise<Client> {
     const client = new Client({ name: 'test-agent', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(path, base), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(path, suite.base), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    suite.clients.push(client);
     return client;
   }
 
-  const runOverHttp = async (id: string): Promise<Json> => (await owner.call('GET', `/api/runs/${id}`)).json();
+  const runOverHttp = async (id: string): Promise<Json> => (await suite.owner.call('GET', `/api/runs/${id}`)).json();
 
   test('regression: run_command of a command longer than the deadline answers the run still running with its runId; run_wait gives the outcome', async () => {
     const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
@@ -93,7 +82,7 @@ describe('long runs over MCP: the tools answer before the deadline, run_get and 
   });
 
   test('machine_run_command on the platform endpoint answers before the SDK times out, and machine_run_get / machine_run_wait read the run', async () => {
-    const client = await connect('/api/mcp', owner.key);
+    const client = await connect('/api/mcp', suite.owner.key);
     // Before the fix the tool waited for a 70 s run: with a timeout just past the deadline the SDK gave up (-32001) before any answer.
     const answered = jsonOf(await client.callTool({ name: 'machine_run_command', arguments: { id: machine.id, command: 'sleep 70; echo done' } }, undefined, { timeout: DEADLINE_MS + 3000 }));
     assert.equal(answered.status, 'running');
@@ -112,7 +101,7 @@ describe('long runs over MCP: the tools answer before the deadline, run_get and 
     const otherRun = jsonOf(await (await connect(`/api/machines/${other.id}/mcp`, other.mcpToken)).callTool({ name: 'run_command', arguments: { command: 'ls' } }));
     const strangersRun = jsonOf(await (await connect(`/api/machines/${strangersMachine.id}/mcp`, strangersMachine.mcpToken)).callTool({ name: 'run_command', arguments: { command: 'ls' } }));
 
-    for (const token of [machine.mcpToken, owner.key]) {
+    for (const token of [machine.mcpToken, suite.owner.key]) {
       const client = await connect(`/api/machines/${machine.id}/mcp`, token);
       for (const id of [String(otherRun.id), String(strangersRun.id), 'run_01jzzzzzzzzzzzzzzzzzzzzzzz']) {
         assert.equal(errorCodeOf(await client.callTool({ name: 'run_get', arguments: { id } })), 'not_found', id);
@@ -123,7 +112,7 @@ describe('long runs over MCP: the tools answer before the deadline, run_get and 
       }
     }
 
-    const platform = await connect('/api/mcp', owner.key);
+    const platform = await connect('/api/mcp', suite.owner.key);
     assert.equal(jsonOf(await platform.callTool({ name: 'machine_run_get', arguments: { id: String(otherRun.id) } })).machineId, other.id, "any of the account's machines");
     assert.equal(errorCodeOf(await platform.callTool({ name: 'machine_run_get', arguments: { id: String(strangersRun.id) } })), 'not_found');
     assert.equal(errorCodeOf(await platform.callTool({ name: 'machine_run_wait', arguments: { id: String(strangersRun.id) } })), 'not_found');
@@ -149,8 +138,8 @@ describe('long runs over MCP: the tools answer before the deadline, run_get and 
     assert.ok(heardOnWait.length >= 1 || finished.status === 'succeeded', 'run_wait reports progress too');
 
     const modern = new ModernClient({ name: 'modern-agent', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
-    await modern.connect(new ModernTransport(new URL('/api/mcp', base), { requestInit: { headers: { authorization: `Bearer ${owner.key}` } } }));
-    clients.push(modern);
+    await modern.connect(new ModernTransport(new URL('/api/mcp', suite.base), { requestInit: { headers: { authorization: `Bearer ${suite.owner.key}` } } }));
+    suite.clients.push(modern);
     const heardModern: unknown[] = [];
     const result = await modern.callTool({ name: 'machine_run_command', arguments: { id: machine.id, command: 'sleep 3' } }, { onprogress: (progress) => heardModern.push(progress) });
     assert.equal((result.structuredContent as Json).status, 'running');
@@ -162,20 +151,15 @@ describe('long runs over MCP: the tools answer before the deadline, run_get and 
 });
 
 describe('a client that goes away ends the wait', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  // A deadline far past the test's own timeout: only the client's going away can end these waits in time.
+  const suite = listeningMachineSuite({ env: ENV, buildOptions: { toolWait: { answerDeadlineMs: 600_000, progressIntervalMs: PROGRESS_INTERVAL_MS } } });
   let machine: CreatedMachine;
-  let base: string;
   /** Waits on runs in progress: each wait subscribes to the run's signal until it ends. */
   let waits = 0;
 
   before(async () => {
-    // A deadline far past the test's own timeout: only the client's going away can end these waits in time.
-    ctx = await createMachineTestApp({ env: ENV, buildOptions: { toolWait: { answerDeadlineMs: 600_000, progressIntervalMs: PROGRESS_INTERVAL_MS } } });
-    owner = await newOwner(ctx);
-    machine = await runningMachine(ctx, owner, { name: 'abandoned' });
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-    const { signals } = ctx.app.deps;
+    machine = await runningMachine(suite.ctx, suite.owner, { name: 'abandoned' });
+    const { signals } = suite.ctx.app.deps;
     const subscribe = signals.subscribe.bind(signals);
     signals.subscribe = (listener) => {
       waits += 1;
@@ -188,21 +172,18 @@ describe('a client that goes away ends the wait', () => {
       };
     };
   });
-  after(async () => {
-    await ctx.close();
-  });
 
   for (const progress of [false, true]) {
     test(`closing the connection mid-wait ends the tool's wait (${progress ? 'SSE, with progress' : 'JSON'})`, { timeout: 30_000 }, async () => {
       const client = new Client({ name: 'leaving-agent', version: '1.0.0' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
+      await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, suite.base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
       const before = waits;
       const call = client.callTool({ name: 'run_command', arguments: { command: 'sleep 600' } }, undefined, progress ? { onprogress: () => {} } : {});
       call.catch(() => {});
       await eventually(() => (waits > before ? true : undefined), 10_000, 'the tool waiting on its run');
       await client.close();
       await eventually(() => (waits === before ? true : undefined), 10_000, 'the wait to end with the connection');
-      const runs = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data as Json[];
+      const runs = (await suite.owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data as Json[];
       assert.equal(runs[0]!.status, 'running', 'the run itself goes on');
     });
   }

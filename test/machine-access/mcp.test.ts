@@ -1,10 +1,10 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { asSession, createApiKey, type TestContext } from '../support/app.ts';
-import { assertRunEvent, createMachineTestApp, eventCursor, finishBoot, newOwner, runningMachine, runsSettled, type Owner } from '../support/machines.ts';
+import { asSession, createApiKey } from '../support/app.ts';
+import { assertRunEvent, eventCursor, finishBoot, listeningMachineSuite, newOwner, runningMachine, runsSettled } from '../support/machines.ts';
 
 const MACHINE_TOOLS = [
   'machine_create',
@@ -21,25 +21,13 @@ const MACHINE_TOOLS = [
 ];
 
 describe('MCP over Streamable HTTP, with the official SDK client', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  let base: string;
-  const clients: Client[] = [];
-  before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-  });
-  after(async () => {
-    for (const client of clients) await client.close();
-    await ctx.close();
-  });
+  const suite = listeningMachineSuite();
 
   async function connect(path: string, token: string | undefined): Promise<Client> {
     const client = new Client({ name: 'test-agent', version: '1.0.0' });
     const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
-    await client.connect(new StreamableHTTPClientTransport(new URL(path, base), { requestInit: { headers } }));
-    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(path, suite.base), { requestInit: { headers } }));
+    suite.clients.push(client);
     return client;
   }
 
@@ -62,12 +50,12 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
   }
 
   test('machine_create takes env (answered by its names only) and an image by name; a bad env name is the API’s 400', async () => {
-    const client = await connect('/api/mcp', owner.key);
+    const client = await connect('/api/mcp', suite.owner.key);
     const created = jsonOf(await client.callTool({ name: 'machine_create', arguments: { name: 'env-made', image: 'default', env: { API_TOKEN: 'mcp-secret-value' } } }));
     assert.deepEqual([created.envNames, created.image], [['API_TOKEN'], 'default']);
     assert.ok(!JSON.stringify(created).includes('mcp-secret-value'));
-    const row = await ctx.app.deps.db.selectFrom('machines').select('env_sealed').where('id', '=', String(created.id)).executeTakeFirstOrThrow();
-    assert.deepEqual(JSON.parse(ctx.app.deps.secrets.open(row.env_sealed!)), { API_TOKEN: 'mcp-secret-value' });
+    const row = await suite.ctx.app.deps.db.selectFrom('machines').select('env_sealed').where('id', '=', String(created.id)).executeTakeFirstOrThrow();
+    assert.deepEqual(JSON.parse(suite.ctx.app.deps.secrets.open(row.env_sealed!)), { API_TOKEN: 'mcp-secret-value' });
     const unknownImage = toolError(await client.callTool({ name: 'machine_create', arguments: { name: 'x', image: 'nope' } }));
     assert.equal(typeof unknownImage === 'string' ? unknownImage : unknownImage.status, 400);
     const badName = await client.callTool({ name: 'machine_create', arguments: { name: 'x', env: { '1X': 'y' } } });
@@ -75,7 +63,7 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
   });
 
   test('the platform server (API key) lists the machine tools and answers with the HTTP API’s JSON', async () => {
-    const client = await connect('/api/mcp', owner.key);
+    const client = await connect('/api/mcp', suite.owner.key);
     const tools = (await client.listTools()).tools;
     const names = tools.map((tool) => tool.name);
     for (const name of MACHINE_TOOLS) assert.ok(names.includes(name), name);
@@ -86,21 +74,21 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
     const created = jsonOf(await client.callTool({ name: 'machine_create', arguments: { name: 'agent-made', labels: { via: 'mcp' } } }));
     assert.match(String(created.mcpToken), /^tmm_/);
     const id = String(created.id);
-    const http = (await owner.call('GET', `/api/machines/${id}`)).json();
+    const http = (await suite.owner.call('GET', `/api/machines/${id}`)).json();
     const { mcpToken: _token, ...withoutToken } = created;
     assert.deepEqual(withoutToken, http);
 
-    await finishBoot(ctx);
-    assert.deepEqual(jsonOf(await client.callTool({ name: 'machine_get', arguments: { id } })), (await owner.call('GET', `/api/machines/${id}`)).json());
-    assert.deepEqual(jsonOf(await client.callTool({ name: 'machines_list', arguments: { limit: 1 } })), (await owner.call('GET', '/api/machines?limit=1')).json());
+    await finishBoot(suite.ctx);
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'machine_get', arguments: { id } })), (await suite.owner.call('GET', `/api/machines/${id}`)).json());
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'machines_list', arguments: { limit: 1 } })), (await suite.owner.call('GET', '/api/machines?limit=1')).json());
 
-    const events = eventCursor(ctx, owner);
+    const events = eventCursor(suite.ctx, suite.owner);
     await events();
     const run = jsonOf(await client.callTool({ name: 'machine_run_command', arguments: { id, command: 'uptime' } }));
     assert.equal(run.status, 'succeeded');
-    assert.deepEqual(run, (await owner.call('GET', `/api/runs/${run.id}`)).json());
+    assert.deepEqual(run, (await suite.owner.call('GET', `/api/runs/${run.id}`)).json());
     const [event] = await events();
-    assertRunEvent(event, 'run.succeeded', { id: String(run.id), source: 'manual', sourceId: null, status: 'succeeded', output: 'uptime' }, { ...http, labels: { via: 'mcp' } }, ctx.clock.now());
+    assertRunEvent(event, 'run.succeeded', { id: String(run.id), source: 'manual', sourceId: null, status: 'succeeded', output: 'uptime' }, { ...http, labels: { via: 'mcp' } }, suite.ctx.clock.now());
 
     const link = jsonOf(await client.callTool({ name: 'machine_live_view', arguments: { id } }));
     assert.match(String(link.url), /\/live\//);
@@ -112,16 +100,16 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
   });
 
   test('tool errors are MCP tool errors (isError), never crashes: unknown ids, wrong states, invalid input', async () => {
-    const client = await connect('/api/mcp', owner.key);
+    const client = await connect('/api/mcp', suite.owner.key);
     assert.deepEqual(toolError(await client.callTool({ name: 'machine_get', arguments: { id: 'mch_01jzzzzzzzzzzzzzzzzzzzzzzz' } })), {
       status: 404,
       code: 'not_found',
       detail: 'The machine was not found.',
     });
-    const stranger = await runningMachine(ctx, await newOwner(ctx), { name: 'not-yours' });
+    const stranger = await runningMachine(suite.ctx, await newOwner(suite.ctx), { name: 'not-yours' });
     assert.equal((toolError(await client.callTool({ name: 'machine_stop', arguments: { id: stranger.id } })) as { code: string }).code, 'not_found');
 
-    const machine = await runningMachine(ctx, owner, { name: 'stateful' });
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'stateful' });
     assert.equal((toolError(await client.callTool({ name: 'machine_start', arguments: { id: machine.id } })) as { code: string }).code, 'invalid_state');
     assert.equal((toolError(await client.callTool({ name: 'machine_create', arguments: { name: 'x', size: 'enormous' } })) as { code: string }).code, 'invalid_request');
 
@@ -131,63 +119,63 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
     }
     // An unknown tool is a protocol error, not a tool result (MCP tools section): JSON-RPC -32602 Invalid params.
     await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), (error: { code?: number; message?: string }) => error.code === -32602 && /not found/.test(String(error.message)));
-    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running', 'the server is fine');
+    assert.equal((await suite.owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running', 'the server is fine');
   });
 
   test("the machine server (machine token, or the owner's API key) serves the provider's tools", async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'self-aware', externalId: 'agent-1' });
-    for (const token of [machine.mcpToken, owner.key]) {
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'self-aware', externalId: 'agent-1' });
+    for (const token of [machine.mcpToken, suite.owner.key]) {
       const client = await connect(`/api/machines/${machine.id}/mcp`, token);
       const tools = (await client.listTools()).tools;
       assert.deepEqual(tools.map((tool) => tool.name).sort(), ['machine_info', 'run_command', 'run_get', 'run_wait']);
-      assert.deepEqual(jsonOf(await client.callTool({ name: 'machine_info', arguments: {} })), (await owner.call('GET', `/api/machines/${machine.id}`)).json());
+      assert.deepEqual(jsonOf(await client.callTool({ name: 'machine_info', arguments: {} })), (await suite.owner.call('GET', `/api/machines/${machine.id}`)).json());
       const run = jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'exit 4' } }));
       assert.equal(run.status, 'failed');
       assert.equal(run.exitCode, 4);
       assert.equal(run.machineId, machine.id);
       assert.match(String(toolError(await client.callTool({ name: 'run_command', arguments: { command: '' } }))), /Input validation error/);
     }
-    const events = eventCursor(ctx, owner);
+    const events = eventCursor(suite.ctx, suite.owner);
     await events();
     const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
     const refused = toolError(await client.callTool({ name: 'run_command', arguments: { command: 'shutdown-soon', stopAfter: true } }));
     assert.deepEqual(refused, { status: 403, code: 'forbidden', detail: "A machine token cannot stop its machine: stopAfter needs the owner's API key." });
     assert.deepEqual(await events(), [], 'nothing ran, nothing stopped');
-    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running');
+    assert.equal((await suite.owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running');
     assert.equal(jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'ls', stopAfter: false } })).status, 'succeeded', 'stopAfter false is fine');
     await events();
 
-    const asOwner = await connect(`/api/machines/${machine.id}/mcp`, owner.key);
+    const asOwner = await connect(`/api/machines/${machine.id}/mcp`, suite.owner.key);
     const run = jsonOf(await asOwner.callTool({ name: 'run_command', arguments: { command: 'shutdown-soon', stopAfter: true } }));
     assert.equal(run.stopAfter, true);
     assert.equal(run.status, 'succeeded', 'the tool waits for the outcome');
-    await runsSettled(ctx);
+    await runsSettled(suite.ctx);
     assert.deepEqual((await events()).map((e) => e.type), ['run.succeeded', 'machine.stopped']);
     const stopped = toolError(await client.callTool({ name: 'run_command', arguments: { command: 'ls' } }));
     assert.equal((stopped as { code: string }).code, 'invalid_state', 'a stopped machine runs nothing');
   });
 
   test('regression: a machine token stopped its machine through run_command stopAfter (spec 5 rule 2: it cannot stop anything)', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'agent-box' });
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'agent-box' });
     const client = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
     const result = (await client.callTool({ name: 'run_command', arguments: { command: 'true', stopAfter: true } })) as CallToolResult;
     assert.equal(result.isError, true);
     assert.equal((result.structuredContent as { error: { code: string } }).error.code, 'forbidden');
-    await runsSettled(ctx);
-    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running');
-    assert.deepEqual((await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data, [], 'no run either');
+    await runsSettled(suite.ctx);
+    assert.equal((await suite.owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'running');
+    assert.deepEqual((await suite.owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data, [], 'no run either');
   });
 
   test('a tool that throws something other than an AppError answers an isError result with code internal_error, and leaks nothing', async () => {
     const { defineTool, NoInput } = await import('../../src/mcp/tools.ts');
     const secret = 'connection to 10.0.0.7:5432 refused for user admin';
-    ctx.app.platformMcpTools.push((server, { deps }) =>
+    suite.ctx.app.platformMcpTools.push((server, { deps }) =>
       defineTool(server, deps.logger, 'exploding_tool', { description: 'test only', input: NoInput }, async () => {
         throw new Error(secret);
       }),
     );
     try {
-      const client = await connect('/api/mcp', owner.key);
+      const client = await connect('/api/mcp', suite.owner.key);
       const result = (await client.callTool({ name: 'exploding_tool', arguments: {} })) as CallToolResult;
       assert.equal(result.isError, true);
       assert.deepEqual(result.structuredContent, {
@@ -195,26 +183,26 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
       });
       assert.deepEqual(result.content, [{ type: 'text', text: 'internal_error: Something went wrong on our side. The error has been logged.' }]);
       assert.ok(!JSON.stringify(result).includes('10.0.0.7'));
-      assert.equal((await owner.call('GET', '/api/machines')).statusCode, 200, 'the server is fine');
+      assert.equal((await suite.owner.call('GET', '/api/machines')).statusCode, 200, 'the server is fine');
     } finally {
-      ctx.app.platformMcpTools.pop();
+      suite.ctx.app.platformMcpTools.pop();
     }
   });
 
   test('a revoked API key is refused on both MCP endpoints: 401 with WWW-Authenticate: Bearer', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'revocation' });
-    const key = await createApiKey(ctx, owner.user, 'short-lived');
-    const keys = (await ctx.app.inject({ method: 'GET', url: '/api/keys', headers: asSession(owner.user.session) })).json().data as Array<{ id: string; name: string }>;
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'revocation' });
+    const key = await createApiKey(suite.ctx, suite.owner.user, 'short-lived');
+    const keys = (await suite.ctx.app.inject({ method: 'GET', url: '/api/keys', headers: asSession(suite.owner.user.session) })).json().data as Array<{ id: string; name: string }>;
     const id = keys.find((k) => k.name === 'short-lived')?.id;
     assert.ok(id, 'the new key is listed');
     const post = (path: string) =>
-      fetch(new URL(path, base), {
+      fetch(new URL(path, suite.base), {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` },
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
       });
     for (const path of ['/api/mcp', `/api/machines/${machine.id}/mcp`]) assert.equal((await post(path)).status, 200, `${path} before`);
-    assert.equal((await ctx.app.inject({ method: 'DELETE', url: `/api/keys/${id}`, headers: asSession(owner.user.session) })).statusCode, 204);
+    assert.equal((await suite.ctx.app.inject({ method: 'DELETE', url: `/api/keys/${id}`, headers: asSession(suite.owner.user.session) })).statusCode, 204);
     for (const path of ['/api/mcp', `/api/machines/${machine.id}/mcp`]) {
       const response = await post(path);
       assert.equal(response.status, 401, path);
@@ -224,10 +212,10 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
   });
 
   test('without a token, or with a bad one, the SDK client is refused: 401 with WWW-Authenticate: Bearer', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'guarded' });
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'guarded' });
     for (const [path, token] of [['/api/mcp', undefined], ['/api/mcp', 'tmk_nope'], [`/api/machines/${machine.id}/mcp`, undefined], [`/api/machines/${machine.id}/mcp`, 'tmm_nope']] as const) {
       await assert.rejects(connect(path, token), /401|Unauthorized/i, `${path} ${token}`);
-      const raw = await fetch(new URL(path, base), {
+      const raw = await fetch(new URL(path, suite.base), {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
@@ -235,7 +223,7 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
       assert.equal(raw.status, 401);
       assert.match(raw.headers.get('www-authenticate') ?? '', /^Bearer/);
     }
-    const wrongPlace = await fetch(new URL('/api/mcp', base), {
+    const wrongPlace = await fetch(new URL('/api/mcp', suite.base), {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${machine.mcpToken}` },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
@@ -245,29 +233,29 @@ describe('MCP over Streamable HTTP, with the official SDK client', () => {
 
   test('other domains contribute platform tools through app.platformMcpTools', async () => {
     const { defineTool, NoInput } = await import('../../src/mcp/tools.ts');
-    ctx.app.platformMcpTools.push((server, { deps, accountId }) =>
+    suite.ctx.app.platformMcpTools.push((server, { deps, accountId }) =>
       defineTool(server, deps.logger, 'probe_tool', { description: 'test only', input: NoInput }, async () => ({ accountId })),
     );
     try {
-      const client = await connect('/api/mcp', owner.key);
+      const client = await connect('/api/mcp', suite.owner.key);
       assert.ok((await client.listTools()).tools.some((tool) => tool.name === 'probe_tool'));
-      assert.deepEqual(jsonOf(await client.callTool({ name: 'probe_tool', arguments: {} })), { accountId: owner.user.id });
+      assert.deepEqual(jsonOf(await client.callTool({ name: 'probe_tool', arguments: {} })), { accountId: suite.owner.user.id });
     } finally {
-      ctx.app.platformMcpTools.pop();
+      suite.ctx.app.platformMcpTools.pop();
     }
   });
 
   test('answers current and previous protocol revisions; GET is 405 (no SSE stream)', async () => {
     for (const version of ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']) {
-      const response = await fetch(new URL('/api/mcp', base), {
+      const response = await fetch(new URL('/api/mcp', suite.base), {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${owner.key}` },
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${suite.owner.key}` },
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'old', version: '0' } } }),
       });
       assert.equal(response.status, 200);
       assert.equal(((await response.json()) as { result: { protocolVersion: string } }).result.protocolVersion, version);
     }
-    const get = await fetch(new URL('/api/mcp', base), { headers: { accept: 'text/event-stream', authorization: `Bearer ${owner.key}` } });
+    const get = await fetch(new URL('/api/mcp', suite.base), { headers: { accept: 'text/event-stream', authorization: `Bearer ${suite.owner.key}` } });
     assert.equal(get.status, 405);
   });
 });

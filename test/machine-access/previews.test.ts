@@ -4,8 +4,8 @@ import { connect, type AddressInfo } from 'node:net';
 import { Duplex } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { asBearer, asSession, type TestContext } from '../support/app.ts';
-import { createMachineTestApp, newOwner, runningMachine, type Owner } from '../support/machines.ts';
+import { asBearer, asSession } from '../support/app.ts';
+import { createMachineTestApp, machineSuite, newOwner, runningMachine } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';
 import { hostOnlyCookie } from '../../src/machine-access/previews/preview-proxy.ts';
 import { previewHosts, portOf } from '../../src/machine-access/previews/preview-access.ts';
@@ -47,12 +47,22 @@ describe('preview hosts and addresses', () => {
 
 /** The simulated provider reaches no port; these tests lend it one: a real HTTP server on this host, standing for the machine's port. */
 describe('previews (simulated machines, a local app behind the port)', () => {
-  let ctx: TestContext;
-  let owner: Owner;
   let base: AddressInfo;
   let appServer: Server;
   let appPort: number;
   const seen: IncomingHttpHeaders[] = [];
+  const suite = machineSuite({
+    setup: (app) => {
+      // The machine's port `appPort` is the local app started below; any other port has nothing listening (as the
+      // agent says it: a connection destroyed with PortClosed once the request went out).
+      app.machineProvider.connectPort = async (_machine, port) => {
+        if (port === appPort) return connect(appPort, '127.0.0.1');
+        const refused = new Duplex({ read() {}, write: (_chunk, _encoding, done) => done() });
+        setImmediate(() => refused.destroy(new PortClosed(port)));
+        return refused;
+      };
+    },
+  });
 
   before(async () => {
     appServer = createServer((request, response) => {
@@ -79,24 +89,10 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     });
     await new Promise<void>((resolve) => appServer.listen(0, '127.0.0.1', resolve));
     appPort = (appServer.address() as AddressInfo).port;
-    ctx = await createMachineTestApp({
-      setup: (app) => {
-        // The machine's port `appPort` is this server; any other port has nothing listening (as the agent says it:
-        // a connection destroyed with PortClosed once the request went out).
-        app.machineProvider.connectPort = async (_machine, port) => {
-          if (port === appPort) return connect(appPort, '127.0.0.1');
-          const refused = new Duplex({ read() {}, write: (_chunk, _encoding, done) => done() });
-          setImmediate(() => refused.destroy(new PortClosed(port)));
-          return refused;
-        };
-      },
-    });
-    owner = await newOwner(ctx);
-    await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-    base = ctx.app.server.address() as AddressInfo;
+    await suite.ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    base = suite.ctx.app.server.address() as AddressInfo;
   });
   after(async () => {
-    await ctx.close();
     appServer.closeAllConnections();
     await new Promise((resolve) => appServer.close(resolve));
   });
@@ -114,16 +110,16 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     });
   }
 
-  const injectPreview = (host: string, headers: Record<string, string> = {}, url = '/') => ctx.app.inject({ method: 'GET', url, headers: { host, ...headers } });
+  const injectPreview = (host: string, headers: Record<string, string> = {}, url = '/') => suite.ctx.app.inject({ method: 'GET', url, headers: { host, ...headers } });
 
   async function settingsOf(machineId: string) {
-    const response = await owner.call('GET', `/api/machines/${machineId}/previews`);
+    const response = await suite.owner.call('GET', `/api/machines/${machineId}/previews`);
     assert.equal(response.statusCode, 200, response.body);
     return response.json() as { previewToken: string; urlTemplate: string; publicPorts: Array<{ port: number; url: string }> };
   }
 
   test('the owner sees the preview token and the URL; the port answers with it, the app’s headers arriving once and unchanged', async () => {
-    const machine = await runningMachine(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner);
     const settings = await settingsOf(machine.id);
     assert.match(settings.previewToken, /^tmp_[A-Za-z0-9_-]{43}$/);
     assert.equal(settings.urlTemplate, `http://{port}-${machine.id.replace('_', '-')}.localhost:3000`);
@@ -159,20 +155,20 @@ describe('previews (simulated machines, a local app behind the port)', () => {
   });
 
   test('a preview host is never the API or the dashboard: a session cookie there opens nothing', async () => {
-    const machine = await runningMachine(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner);
     const host = hostOf(machine.id, appPort);
     for (const path of ['/api/me', '/', '/api/machines']) {
-      const response = await previewGet(host, path, { ...asSession(owner.user.session), accept: 'application/json' });
+      const response = await previewGet(host, path, { ...asSession(suite.owner.user.session), accept: 'application/json' });
       assert.equal(response.status, 401, path);
       assert.equal(JSON.parse(response.body.toString()).code, 'preview_private');
       assert.equal(response.headers['set-cookie'], undefined);
     }
-    const viaInject = await injectPreview(host, { ...asSession(owner.user.session) }, '/api/me');
+    const viaInject = await injectPreview(host, { ...asSession(suite.owner.user.session) }, '/api/me');
     assertProblem(viaInject, 401, 'preview_private');
   });
 
   test('bad input: a port outside 1–65535 or a malformed host is 400; an unknown machine or another account’s is 404', async () => {
-    const machine = await runningMachine(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner);
     const label = machine.id.replace('_', '-');
     assertProblem(await injectPreview(`0-${label}.localhost:3000`), 400, 'invalid_request');
     assertProblem(await injectPreview(`65536-${label}.localhost:3000`), 400, 'invalid_request');
@@ -183,27 +179,27 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     assert.match(String(page.headers['content-type']), /^text\/html/);
     assert.match(page.body, /from 1 to 65535/);
 
-    const other = await newOwner(ctx);
+    const other = await newOwner(suite.ctx);
     assertProblem(await other.call('GET', `/api/machines/${machine.id}/previews`), 404, 'not_found');
     assertProblem(await other.call('POST', `/api/machines/${machine.id}/previews`, { port: 80 }), 404, 'not_found');
     assertProblem(await other.call('PATCH', `/api/machines/${machine.id}/previews/80`, { public: true }), 404, 'not_found');
     for (const body of [{ port: 0 }, { port: 65_536 }, { port: 80, expiresInSeconds: 59 }, { port: 80, expiresInSeconds: 86_401 }, { port: '80' }, { port: 80, path: '/' }]) {
-      assertProblem(await owner.call('POST', `/api/machines/${machine.id}/previews`, body), 400, 'invalid_request');
+      assertProblem(await suite.owner.call('POST', `/api/machines/${machine.id}/previews`, body), 400, 'invalid_request');
     }
-    assertProblem(await owner.call('PATCH', `/api/machines/${machine.id}/previews/0`, { public: true }), 400, 'invalid_request');
-    assertProblem(await owner.call('PATCH', `/api/machines/${machine.id}/previews/70000`, { public: true }), 400, 'invalid_request');
-    assertProblem(await owner.call('PATCH', `/api/machines/${machine.id}/previews/80`, { public: 'yes' }), 400, 'invalid_request');
+    assertProblem(await suite.owner.call('PATCH', `/api/machines/${machine.id}/previews/0`, { public: true }), 400, 'invalid_request');
+    assertProblem(await suite.owner.call('PATCH', `/api/machines/${machine.id}/previews/70000`, { public: true }), 400, 'invalid_request');
+    assertProblem(await suite.owner.call('PATCH', `/api/machines/${machine.id}/previews/80`, { public: 'yes' }), 400, 'invalid_request');
     assert.deepEqual((await settingsOf(machine.id)).publicPorts, [], 'nothing changed');
   });
 
   test('a signed link sets a host-only cookie and goes to the clean URL; it expires; forged or foreign links set nothing', async () => {
-    const machine = await runningMachine(ctx, owner);
-    const created = await owner.call('POST', `/api/machines/${machine.id}/previews`, { port: appPort, expiresInSeconds: 120 });
+    const machine = await runningMachine(suite.ctx, suite.owner);
+    const created = await suite.owner.call('POST', `/api/machines/${machine.id}/previews`, { port: appPort, expiresInSeconds: 120 });
     assert.equal(created.statusCode, 201, created.body);
     const link = created.json() as { url: string; expiresAt: string };
     const url = new URL(link.url);
     assert.equal(url.host, hostOf(machine.id, appPort));
-    assert.equal(link.expiresAt, new Date(Math.floor(ctx.clock.now() / 1000) * 1000 + 120_000).toISOString());
+    assert.equal(link.expiresAt, new Date(Math.floor(suite.ctx.clock.now() / 1000) * 1000 + 120_000).toISOString());
 
     const opened = await previewGet(url.host, `${url.pathname}${url.search}&keep=1`);
     assert.equal(opened.status, 302);
@@ -216,7 +212,7 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     assert.equal(page.status, 200);
 
     // The cookie is for this port only, and for this machine only.
-    const other = await runningMachine(ctx, owner);
+    const other = await runningMachine(suite.ctx, suite.owner);
     assertProblem(await injectPreview(hostOf(machine.id, appPort + 1), { cookie }), 401, 'preview_private');
     assertProblem(await injectPreview(hostOf(other.id, appPort), { cookie }), 401, 'preview_private');
 
@@ -231,9 +227,9 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     }
 
     // Past its expiry, neither the link nor its cookie opens anything.
-    ctx.clock.advance(Date.parse(link.expiresAt) - ctx.clock.now() - 1);
+    suite.ctx.clock.advance(Date.parse(link.expiresAt) - suite.ctx.clock.now() - 1);
     assert.equal((await previewGet(url.host, '/', { cookie })).status, 200);
-    ctx.clock.advance(1);
+    suite.ctx.clock.advance(1);
     const expired = await injectPreview(url.host, {}, `${url.pathname}${url.search}`);
     assertProblem(expired, 401, 'invalid_preview_link');
     assert.equal(expired.headers['set-cookie'], undefined);
@@ -241,11 +237,11 @@ describe('previews (simulated machines, a local app behind the port)', () => {
   });
 
   test('a new machine token voids the preview token, links and cookies', async () => {
-    const machine = await runningMachine(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner);
     const { previewToken } = await settingsOf(machine.id);
-    const link = new URL((await owner.call('POST', `/api/machines/${machine.id}/previews`, { port: appPort })).json().url);
+    const link = new URL((await suite.owner.call('POST', `/api/machines/${machine.id}/previews`, { port: appPort })).json().url);
     const cookie = String((await injectPreview(link.host, {}, `${link.pathname}${link.search}`)).headers['set-cookie']).split(';')[0]!;
-    const rotated = await owner.call('POST', `/api/machines/${machine.id}/mcp-token`);
+    const rotated = await suite.owner.call('POST', `/api/machines/${machine.id}/mcp-token`);
     assert.ok(rotated.statusCode < 300, rotated.body);
     assert.notEqual((await settingsOf(machine.id)).previewToken, previewToken);
     assertProblem(await injectPreview(link.host, { 'x-preview-token': previewToken }), 401, 'preview_private');
@@ -254,20 +250,20 @@ describe('previews (simulated machines, a local app behind the port)', () => {
   });
 
   test('a public port answers anyone until made private again', async () => {
-    const machine = await runningMachine(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner);
     const host = hostOf(machine.id, appPort);
-    const made = await owner.call('PATCH', `/api/machines/${machine.id}/previews/${appPort}`, { public: true });
+    const made = await suite.owner.call('PATCH', `/api/machines/${machine.id}/previews/${appPort}`, { public: true });
     assert.equal(made.statusCode, 200, made.body);
     assert.deepEqual(made.json(), { port: appPort, public: true, url: `http://${host}` });
     assert.deepEqual((await settingsOf(machine.id)).publicPorts, [{ port: appPort, url: `http://${host}` }]);
     assert.equal((await previewGet(host)).status, 200);
     assertProblem(await injectPreview(hostOf(machine.id, appPort + 1)), 401, 'preview_private', undefined);
-    await owner.call('PATCH', `/api/machines/${machine.id}/previews/${appPort}`, { public: false });
+    await suite.owner.call('PATCH', `/api/machines/${machine.id}/previews/${appPort}`, { public: false });
     assert.equal((await previewGet(host)).status, 401);
   });
 
   test('a WebSocket (any upgrade) goes through, with the token; refused without one', async () => {
-    const machine = await runningMachine(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner);
     const { previewToken } = await settingsOf(machine.id);
     const host = hostOf(machine.id, appPort);
     const refused = await upgrade(host, {});
@@ -304,7 +300,7 @@ describe('previews (simulated machines, a local app behind the port)', () => {
   }
 
   test('a paused or stopped machine answers 503 (a page for browsers, problem+json for clients); a closed port 502 naming it', async () => {
-    const machine = await runningMachine(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner);
     const { previewToken } = await settingsOf(machine.id);
     const closed = await injectPreview(hostOf(machine.id, 5999), { 'x-preview-token': previewToken });
     assertProblem(closed, 502, 'port_closed');
@@ -314,14 +310,14 @@ describe('previews (simulated machines, a local app behind the port)', () => {
     assert.match(closedPage.body, /port 5999/);
 
     const host = hostOf(machine.id, appPort);
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
     const paused = await injectPreview(host, { 'x-preview-token': previewToken });
     assertProblem(paused, 503, 'machine_not_running');
     assert.match(paused.json().detail, /is paused.*Resume it/);
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/resume`)).statusCode, 200);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/resume`)).statusCode, 200);
 
-    await owner.call('POST', `/api/machines/${machine.id}/stop`);
-    await ctx.app.jobs.drain();
+    await suite.owner.call('POST', `/api/machines/${machine.id}/stop`);
+    await suite.ctx.app.jobs.drain();
     assertProblem(await injectPreview(host, { 'x-preview-token': previewToken }), 503, 'machine_not_running');
     const page = await injectPreview(host, { 'x-preview-token': previewToken, accept: 'text/html' });
     assert.equal(page.statusCode, 503);
@@ -333,20 +329,14 @@ describe('previews (simulated machines, a local app behind the port)', () => {
 });
 
 describe('previews on the simulated provider as it is (no ports)', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-  });
-  after(() => ctx.close());
+  const suite = machineSuite();
 
   test('a running machine’s preview says previews are not offered; the MCP tools are not offered either', async () => {
-    const machine = await runningMachine(ctx, owner);
-    const { previewToken } = (await owner.call('GET', `/api/machines/${machine.id}/previews`)).json();
-    const response: LightMyRequestResponse = await ctx.app.inject({ method: 'GET', url: '/', headers: { host: hostOf(machine.id, 8080), 'x-preview-token': previewToken } });
+    const machine = await runningMachine(suite.ctx, suite.owner);
+    const { previewToken } = (await suite.owner.call('GET', `/api/machines/${machine.id}/previews`)).json();
+    const response: LightMyRequestResponse = await suite.ctx.app.inject({ method: 'GET', url: '/', headers: { host: hostOf(machine.id, 8080), 'x-preview-token': previewToken } });
     assertProblem(response, 409, 'not_supported');
-    const tools = await ctx.app.inject({
+    const tools = await suite.ctx.app.inject({
       method: 'POST',
       url: `/api/machines/${machine.id}/mcp`,
       headers: { ...asBearer(machine.mcpToken), accept: 'application/json, text/event-stream', 'content-type': 'application/json' },

@@ -2,12 +2,11 @@ import { strict as assert } from 'node:assert';
 import { mkdtemp, readdir, readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { containerSpec } from '../../src/providers/docker/container-spec.ts';
 import { createSealer, loadSecretsKey } from '../../src/shared/sealing.ts';
-import type { TestContext } from '../support/app.ts';
-import { createMachineTestApp, newOwner, type Owner } from '../support/machines.ts';
+import { machineSuite } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';
 
 /**
@@ -15,15 +14,9 @@ import { assertProblem } from '../support/problem.ts';
  * sealed, shown only by its names. That it reaches commands: docker-env.test.ts.
  */
 describe('a machine’s environment', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-  });
-  after(() => ctx.close());
+  const suite = machineSuite();
 
-  const machineCount = async () => (await ctx.app.deps.db.selectFrom('machines').select('id').execute()).length;
+  const machineCount = async () => (await suite.ctx.app.deps.db.selectFrom('machines').select('id').execute()).length;
 
   test('bad env is refused with 400 problem+json and nothing is created', async () => {
     const tooMany = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`V${i}`, 'x']));
@@ -41,7 +34,7 @@ describe('a machine’s environment', () => {
     ];
     const before = await machineCount();
     for (const [what, env] of cases) {
-      const response = await owner.call('POST', '/api/machines', { name: 'bad-env', env });
+      const response = await suite.owner.call('POST', '/api/machines', { name: 'bad-env', env });
       assert.equal(response.statusCode, 400, `${what}: ${response.body}`);
       assertProblem(response, 400, 'invalid_request');
       assert.ok(!response.body.includes('x'.repeat(100)), `${what}: the answer echoes the value`);
@@ -52,24 +45,24 @@ describe('a machine’s environment', () => {
   test('64 variables and a value of exactly 32 KiB are taken; answers and the database show only the names', async () => {
     const env = Object.fromEntries(Array.from({ length: 63 }, (_, i) => [`V_${i}`, `value-${i}`]));
     env._BIG = 'y'.repeat(32 * 1024);
-    const created = await owner.call('POST', '/api/machines', { name: 'env-ok', env });
+    const created = await suite.owner.call('POST', '/api/machines', { name: 'env-ok', env });
     assert.equal(created.statusCode, 201, created.body);
     const machine = created.json();
     assert.deepEqual(machine.envNames, Object.keys(env));
-    const fetched = await owner.call('GET', `/api/machines/${machine.id}`);
+    const fetched = await suite.owner.call('GET', `/api/machines/${machine.id}`);
     assert.deepEqual(fetched.json().envNames, Object.keys(env));
-    for (const body of [created.body, fetched.body, (await owner.call('GET', '/api/machines')).body]) {
+    for (const body of [created.body, fetched.body, (await suite.owner.call('GET', '/api/machines')).body]) {
       assert.ok(!body.includes('value-1') && !body.includes('yyyy'), 'an answer holds a value');
     }
-    const row = await ctx.app.deps.db.selectFrom('machines').selectAll().where('id', '=', machine.id).executeTakeFirstOrThrow();
+    const row = await suite.ctx.app.deps.db.selectFrom('machines').selectAll().where('id', '=', machine.id).executeTakeFirstOrThrow();
     assert.ok(!JSON.stringify(row).includes('value-1'), 'the row holds a value in clear');
-    assert.deepEqual(JSON.parse(ctx.app.deps.secrets.open(row.env_sealed!)), env);
-    const plain = await owner.call('POST', '/api/machines', { name: 'no-env' });
+    assert.deepEqual(JSON.parse(suite.ctx.app.deps.secrets.open(row.env_sealed!)), env);
+    const plain = await suite.owner.call('POST', '/api/machines', { name: 'no-env' });
     assert.deepEqual(plain.json().envNames, []);
   });
 
   test('env cannot be given to a machine taken from a pool', async () => {
-    const response = await owner.call('POST', '/api/machines', { name: 'pooled', pool: 'nope', env: { A: 'b' } });
+    const response = await suite.owner.call('POST', '/api/machines', { name: 'pooled', pool: 'nope', env: { A: 'b' } });
     assertProblem(response, 400, 'invalid_request');
   });
 });
@@ -101,34 +94,28 @@ describe('the secrets key', () => {
 });
 
 describe('images the operator offers', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  before(async () => {
-    ctx = await createMachineTestApp({ env: { MACHINE_IMAGES: 'python=python:3.13-slim, node=node:24' } });
-    owner = await newOwner(ctx);
-  });
-  after(() => ctx.close());
+  const suite = machineSuite({ env: { MACHINE_IMAGES: 'python=python:3.13-slim, node=node:24' } });
 
   test('GET /api/images lists the base image first, then MACHINE_IMAGES in order', async () => {
-    const response = await owner.call('GET', '/api/images');
+    const response = await suite.owner.call('GET', '/api/images');
     assert.equal(response.statusCode, 200);
     assert.deepEqual(response.json(), { data: [{ name: 'default', default: true }, { name: 'python', default: false }, { name: 'node', default: false }] });
   });
 
   test('a machine remembers the image it was created from; an unknown name is a 400 and creates nothing', async () => {
-    const created = await owner.call('POST', '/api/machines', { name: 'py', image: 'python' });
+    const created = await suite.owner.call('POST', '/api/machines', { name: 'py', image: 'python' });
     assert.equal(created.statusCode, 201, created.body);
     assert.equal(created.json().image, 'python');
-    assert.equal((await owner.call('GET', `/api/machines/${created.json().id}`)).json().image, 'python');
-    assert.equal((await owner.call('POST', '/api/machines', { name: 'plain' })).json().image, 'default');
-    const count = (await ctx.app.deps.db.selectFrom('machines').select('id').execute()).length;
+    assert.equal((await suite.owner.call('GET', `/api/machines/${created.json().id}`)).json().image, 'python');
+    assert.equal((await suite.owner.call('POST', '/api/machines', { name: 'plain' })).json().image, 'default');
+    const count = (await suite.ctx.app.deps.db.selectFrom('machines').select('id').execute()).length;
     for (const image of ['ruby', 'python:3.13-slim', '']) {
-      const response = await owner.call('POST', '/api/machines', { name: 'nope', image });
+      const response = await suite.owner.call('POST', '/api/machines', { name: 'nope', image });
       assertProblem(response, 400, 'invalid_request');
     }
-    assert.match((await owner.call('POST', '/api/machines', { name: 'nope', image: 'ruby' })).json().detail, /image must be one of default, python, node/);
-    assertProblem(await owner.call('POST', '/api/machines', { name: 'pooled', pool: 'x', image: 'python' }), 400, 'invalid_request');
-    assert.equal((await ctx.app.deps.db.selectFrom('machines').select('id').execute()).length, count);
+    assert.match((await suite.owner.call('POST', '/api/machines', { name: 'nope', image: 'ruby' })).json().detail, /image must be one of default, python, node/);
+    assertProblem(await suite.owner.call('POST', '/api/machines', { name: 'pooled', pool: 'x', image: 'python' }), 400, 'invalid_request');
+    assert.equal((await suite.ctx.app.deps.db.selectFrom('machines').select('id').execute()).length, count);
   });
 
   test('MACHINE_IMAGES is checked at start-up', () => {

@@ -1,10 +1,9 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { checkNetworkPolicy } from '../../src/providers/network-policy.ts';
 import { egressChainRules } from '../../src/providers/docker/network.ts';
-import type { TestContext } from '../support/app.ts';
-import { createMachineTestApp, newOwner, type Owner } from '../support/machines.ts';
+import { createMachineTestApp, machineSuite, newOwner } from '../support/machines.ts';
 import { assertProblem } from '../support/problem.ts';
 
 /**
@@ -13,15 +12,9 @@ import { assertProblem } from '../support/problem.ts';
  * holds in real machines: docker-egress.test.ts.
  */
 describe('a machine’s network policy', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-  });
-  after(() => ctx.close());
+  const suite = machineSuite();
 
-  const machineCount = async () => (await ctx.app.deps.db.selectFrom('machines').select('id').execute()).length;
+  const machineCount = async () => (await suite.ctx.app.deps.db.selectFrom('machines').select('id').execute()).length;
   const fiftyOne = Array.from({ length: 51 }, (_, i) => `203.0.113.${i}`);
   const badPolicies: Array<[string, unknown]> = [
     ['an entry that is neither a CIDR nor a domain', { internet: false, allow: ['not a domain'] }],
@@ -42,7 +35,7 @@ describe('a machine’s network policy', () => {
   test('a bad policy at create is a 400 naming it, and creates nothing', async () => {
     const before = await machineCount();
     for (const [what, network] of badPolicies) {
-      const response = await owner.call('POST', '/api/machines', { name: 'bad-network', network });
+      const response = await suite.owner.call('POST', '/api/machines', { name: 'bad-network', network });
       assertProblem(response, 400, 'invalid_request');
       assert.ok(response.statusCode === 400, what);
     }
@@ -50,37 +43,37 @@ describe('a machine’s network policy', () => {
   });
 
   test('a good one is kept normalised and shown; none given shows null (the operator’s default)', async () => {
-    const created = await owner.call('POST', '/api/machines', { name: 'net', network: { internet: false, allow: ['PyPI.org.', '*.pythonhosted.org', '203.0.113.9', '198.51.100.0/24', 'pypi.org'], deny: ['198.51.100.7/32'] } });
+    const created = await suite.owner.call('POST', '/api/machines', { name: 'net', network: { internet: false, allow: ['PyPI.org.', '*.pythonhosted.org', '203.0.113.9', '198.51.100.0/24', 'pypi.org'], deny: ['198.51.100.7/32'] } });
     assert.equal(created.statusCode, 201, created.body);
     const expected = { internet: false, allow: ['pypi.org', '*.pythonhosted.org', '203.0.113.9/32', '198.51.100.0/24'], deny: ['198.51.100.7/32'] };
     assert.deepEqual(created.json().network, expected);
-    assert.deepEqual((await owner.call('GET', `/api/machines/${created.json().id}`)).json().network, expected);
-    const fifty = await owner.call('POST', '/api/machines', { name: 'fifty', network: { internet: false, allow: fiftyOne.slice(0, 25), deny: fiftyOne.slice(25, 50) } });
+    assert.deepEqual((await suite.owner.call('GET', `/api/machines/${created.json().id}`)).json().network, expected);
+    const fifty = await suite.owner.call('POST', '/api/machines', { name: 'fifty', network: { internet: false, allow: fiftyOne.slice(0, 25), deny: fiftyOne.slice(25, 50) } });
     assert.equal(fifty.statusCode, 201, fifty.body);
-    const plain = await owner.call('POST', '/api/machines', { name: 'plain' });
+    const plain = await suite.owner.call('POST', '/api/machines', { name: 'plain' });
     assert.equal(plain.json().network, null);
   });
 
   test('PATCH changes it; a bad one changes nothing; another account’s machine is a 404; a destroyed one a 409', async () => {
-    const id = (await owner.call('POST', '/api/machines', { name: 'patched', network: { internet: true, deny: ['203.0.113.0/24'] } })).json().id;
-    const changed = await owner.call('PATCH', `/api/machines/${id}`, { network: { internet: false, allow: ['*.pypi.org'] } });
+    const id = (await suite.owner.call('POST', '/api/machines', { name: 'patched', network: { internet: true, deny: ['203.0.113.0/24'] } })).json().id;
+    const changed = await suite.owner.call('PATCH', `/api/machines/${id}`, { network: { internet: false, allow: ['*.pypi.org'] } });
     assert.equal(changed.statusCode, 200, changed.body);
     assert.deepEqual(changed.json().network, { internet: false, allow: ['*.pypi.org'], deny: [] });
     for (const [what, network] of badPolicies) {
-      const response = await owner.call('PATCH', `/api/machines/${id}`, { network });
+      const response = await suite.owner.call('PATCH', `/api/machines/${id}`, { network });
       assert.equal(response.statusCode, 400, `${what}: ${response.body}`);
     }
-    assertProblem(await owner.call('PATCH', `/api/machines/${id}`, {}), 400, 'invalid_request');
-    assert.deepEqual((await owner.call('GET', `/api/machines/${id}`)).json().network, { internet: false, allow: ['*.pypi.org'], deny: [] });
+    assertProblem(await suite.owner.call('PATCH', `/api/machines/${id}`, {}), 400, 'invalid_request');
+    assert.deepEqual((await suite.owner.call('GET', `/api/machines/${id}`)).json().network, { internet: false, allow: ['*.pypi.org'], deny: [] });
 
-    const stranger = await newOwner(ctx);
+    const stranger = await newOwner(suite.ctx);
     assertProblem(await stranger.call('PATCH', `/api/machines/${id}`, { network: { internet: true } }), 404, 'not_found');
-    await owner.call('DELETE', `/api/machines/${id}`);
-    assertProblem(await owner.call('PATCH', `/api/machines/${id}`, { network: { internet: true } }), 409, 'invalid_state');
+    await suite.owner.call('DELETE', `/api/machines/${id}`);
+    assertProblem(await suite.owner.call('PATCH', `/api/machines/${id}`, { network: { internet: true } }), 409, 'invalid_state');
   });
 
   test('a machine taken from a pool takes no policy at create', async () => {
-    assertProblem(await owner.call('POST', '/api/machines', { name: 'pooled', pool: 'nope', network: { internet: false } }), 400, 'invalid_request');
+    assertProblem(await suite.owner.call('POST', '/api/machines', { name: 'pooled', pool: 'nope', network: { internet: false } }), 400, 'invalid_request');
   });
 });
 

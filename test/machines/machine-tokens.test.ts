@@ -1,8 +1,8 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { generateToken } from '../../src/shared/secrets.ts';
-import { asBearer, type TestContext } from '../support/app.ts';
-import { createMachineTestApp, newOwner, runningMachine, type CreatedMachine, type Owner } from '../support/machines.ts';
+import { asBearer } from '../support/app.ts';
+import { machineSuite, newOwner, runningMachine, type CreatedMachine } from '../support/machines.ts';
 
 const INITIALIZE = {
   jsonrpc: '2.0',
@@ -13,22 +13,18 @@ const INITIALIZE = {
 const MCP_HEADERS = { accept: 'application/json, text/event-stream', 'content-type': 'application/json' };
 
 describe('machine tokens (spec 5, rule 2)', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  const suite = machineSuite();
   let mine: CreatedMachine;
   let sibling: CreatedMachine;
   let foreign: CreatedMachine;
   before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-    mine = await runningMachine(ctx, owner, { name: 'mine' });
-    sibling = await runningMachine(ctx, owner, { name: 'sibling' });
-    foreign = await runningMachine(ctx, await newOwner(ctx), { name: 'foreign' });
+    mine = await runningMachine(suite.ctx, suite.owner, { name: 'mine' });
+    sibling = await runningMachine(suite.ctx, suite.owner, { name: 'sibling' });
+    foreign = await runningMachine(suite.ctx, await newOwner(suite.ctx), { name: 'foreign' });
   });
-  after(() => ctx.close());
 
   const send = (token: string | undefined, method: 'GET' | 'POST' | 'DELETE' | 'PATCH', url: string, payload?: unknown) =>
-    ctx.app.inject({
+    suite.ctx.app.inject({
       method,
       url,
       headers: { ...(token === undefined ? {} : asBearer(token)), ...(url.endsWith('/mcp') ? MCP_HEADERS : {}) },
@@ -73,18 +69,18 @@ describe('machine tokens (spec 5, rule 2)', () => {
       assert.equal(response.statusCode, 403, `${method} ${url}`);
       assert.equal(response.json().code, 'forbidden', `${method} ${url}`);
     }
-    assert.equal((await send(owner.key, 'GET', `/api/machines/${mine.id}`)).json().status, 'running', 'nothing was stopped');
-    const keys = await ctx.app.inject({ method: 'GET', url: '/api/keys', headers: asBearer(owner.key) });
+    assert.equal((await send(suite.owner.key, 'GET', `/api/machines/${mine.id}`)).json().status, 'running', 'nothing was stopped');
+    const keys = await suite.ctx.app.inject({ method: 'GET', url: '/api/keys', headers: asBearer(suite.owner.key) });
     assert.equal(keys.json().data.length, 1, 'no key was created');
   });
 
   test('unknown, malformed, replaced and destroyed-machine tokens are 401 with WWW-Authenticate: Bearer', async () => {
     const unknown = generateToken('tmm_');
-    const target = await runningMachine(ctx, owner, { name: 'short-lived' });
+    const target = await runningMachine(suite.ctx, suite.owner, { name: 'short-lived' });
     const replaced = target.mcpToken;
-    await send(owner.key, 'POST', `/api/machines/${target.id}/mcp-token`);
-    const doomed = await runningMachine(ctx, owner, { name: 'doomed' });
-    await send(owner.key, 'DELETE', `/api/machines/${doomed.id}`);
+    await send(suite.owner.key, 'POST', `/api/machines/${target.id}/mcp-token`);
+    const doomed = await runningMachine(suite.ctx, suite.owner, { name: 'doomed' });
+    await send(suite.owner.key, 'DELETE', `/api/machines/${doomed.id}`);
     const cases: Array<[string, string, string]> = [
       ['well-formed but never issued', unknown, mine.id],
       ['bad checksum', mine.mcpToken.slice(0, -1) + (mine.mcpToken.endsWith('A') ? 'B' : 'A'), mine.id],
@@ -105,17 +101,17 @@ describe('machine tokens (spec 5, rule 2)', () => {
   });
 
   test("the owner's API key works on both endpoints; another account's key gets 404", async () => {
-    assert.equal((await send(owner.key, 'POST', `/api/machines/${mine.id}/mcp`, INITIALIZE)).statusCode, 200);
-    assert.equal((await send(owner.key, 'POST', `/api/machines/${mine.id}/live-view`)).statusCode, 201);
-    const stranger = await newOwner(ctx);
+    assert.equal((await send(suite.owner.key, 'POST', `/api/machines/${mine.id}/mcp`, INITIALIZE)).statusCode, 200);
+    assert.equal((await send(suite.owner.key, 'POST', `/api/machines/${mine.id}/live-view`)).statusCode, 201);
+    const stranger = await newOwner(suite.ctx);
     assert.equal((await send(stranger.key, 'POST', `/api/machines/${mine.id}/mcp`, INITIALIZE)).statusCode, 404);
     assert.equal((await send(stranger.key, 'POST', `/api/machines/${mine.id}/live-view`)).statusCode, 404);
   });
 
   test('tokens are stored only as SHA-256 hashes', async () => {
-    const rows = await ctx.app.deps.db.selectFrom('machines').select('mcp_token_hash').where('id', '=', mine.id).execute();
+    const rows = await suite.ctx.app.deps.db.selectFrom('machines').select('mcp_token_hash').where('id', '=', mine.id).execute();
     assert.match(rows[0]!.mcp_token_hash!, /^[0-9a-f]{64}$/);
-    const dump = JSON.stringify(await ctx.app.deps.db.selectFrom('machines').selectAll().execute());
+    const dump = JSON.stringify(await suite.ctx.app.deps.db.selectFrom('machines').selectAll().execute());
     assert.ok(!dump.includes(mine.mcpToken));
   });
 });

@@ -1,13 +1,12 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { inTransaction } from '../../src/db/transaction.ts';
 import { markPaused } from '../../src/machines/machine-transitions.ts';
 import { findMachineById } from '../../src/machines/machines.repository.ts';
-import type { TestContext } from '../support/app.ts';
-import { createMachineTestApp, eventCursor, finishBoot, newOwner, runningMachine, workerPass, type Owner } from '../support/machines.ts';
+import { eventCursor, finishBoot, listeningMachineSuite, runningMachine, workerPass } from '../support/machines.ts';
 
 const MINUTE = 60_000;
 
@@ -18,44 +17,32 @@ const MINUTE = 60_000;
  * does (stop, destroy, expire).
  */
 describe('pause and resume (CONTRACT 20)', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  let base: string;
-  const clients: Client[] = [];
-  before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-  });
-  after(async () => {
-    for (const client of clients) await client.close();
-    await ctx.close();
-  });
+  const suite = listeningMachineSuite();
 
   async function connect(path: string, token: string): Promise<Client> {
     const client = new Client({ name: 'pause-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(path, base), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(path, suite.base), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    suite.clients.push(client);
     return client;
   }
-  const machineOf = async (id: string) => (await owner.call('GET', `/api/machines/${id}`)).json();
+  const machineOf = async (id: string) => (await suite.owner.call('GET', `/api/machines/${id}`)).json();
 
   test('pause → paused (machine.paused), resume → running (machine.resumed); the machine answers as it is', async () => {
-    const subscribed = await owner.call('POST', '/api/event-webhooks', { url: 'https://hooks.example.com/pause', events: ['machine.paused', 'machine.resumed'] });
+    const subscribed = await suite.owner.call('POST', '/api/event-webhooks', { url: 'https://hooks.example.com/pause', events: ['machine.paused', 'machine.resumed'] });
     assert.equal(subscribed.statusCode, 201, 'the new types can be subscribed to');
-    const machine = await runningMachine(ctx, owner, { name: 'sleeper' });
-    const fresh = eventCursor(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'sleeper' });
+    const fresh = eventCursor(suite.ctx, suite.owner);
     await fresh();
-    const paused = await owner.call('POST', `/api/machines/${machine.id}/pause`);
+    const paused = await suite.owner.call('POST', `/api/machines/${machine.id}/pause`);
     assert.equal(paused.statusCode, 200, paused.body);
     assert.equal(paused.json().status, 'paused');
     assert.deepEqual(await machineOf(machine.id), paused.json());
-    assert.deepEqual((await owner.call('GET', '/api/machines?status=paused')).json().data.map((m: { id: string }) => m.id), [machine.id]);
+    assert.deepEqual((await suite.owner.call('GET', '/api/machines?status=paused')).json().data.map((m: { id: string }) => m.id), [machine.id]);
     // Its check goes on while paused, and changes nothing.
-    ctx.clock.advance(2 * MINUTE);
-    await workerPass(ctx);
+    suite.ctx.clock.advance(2 * MINUTE);
+    await workerPass(suite.ctx);
     assert.equal((await machineOf(machine.id)).status, 'paused');
-    const resumed = await owner.call('POST', `/api/machines/${machine.id}/resume`);
+    const resumed = await suite.owner.call('POST', `/api/machines/${machine.id}/resume`);
     assert.equal(resumed.statusCode, 200, resumed.body);
     assert.equal(resumed.json().status, 'running');
     assert.deepEqual((await fresh()).map((event) => [event.type, (event.data.machine as { status: string }).status]), [
@@ -65,26 +52,26 @@ describe('pause and resume (CONTRACT 20)', () => {
   });
 
   test('bad states are 409 invalid_state and change nothing: pause a stopped or paused machine, resume a running one', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'picky' });
-    const fresh = eventCursor(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'picky' });
+    const fresh = eventCursor(suite.ctx, suite.owner);
     await fresh();
-    const resumeRunning = await owner.call('POST', `/api/machines/${machine.id}/resume`);
+    const resumeRunning = await suite.owner.call('POST', `/api/machines/${machine.id}/resume`);
     assert.equal(resumeRunning.statusCode, 409);
     assert.equal(resumeRunning.json().code, 'invalid_state');
     assert.match(resumeRunning.json().detail, /running/);
     const before = await machineOf(machine.id);
 
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
-    const pauseTwice = await owner.call('POST', `/api/machines/${machine.id}/pause`);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
+    const pauseTwice = await suite.owner.call('POST', `/api/machines/${machine.id}/pause`);
     assert.equal(pauseTwice.statusCode, 409);
     assert.equal(pauseTwice.json().code, 'invalid_state');
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 409, 'a paused machine is not started');
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200, 'but stops');
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 409, 'a paused machine is not started');
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200, 'but stops');
     const stopped = await machineOf(machine.id);
     assert.equal(stopped.status, 'stopped');
 
     for (const action of ['pause', 'resume']) {
-      const refused = await owner.call('POST', `/api/machines/${machine.id}/${action}`);
+      const refused = await suite.owner.call('POST', `/api/machines/${machine.id}/${action}`);
       assert.equal(refused.statusCode, 409, action);
       assert.equal(refused.json().code, 'invalid_state');
       assert.match(refused.json().detail, /stopped/);
@@ -93,19 +80,19 @@ describe('pause and resume (CONTRACT 20)', () => {
     assert.deepEqual((await fresh()).map((event) => event.type), ['machine.paused', 'machine.stopped']);
     assert.notDeepEqual(before, stopped);
 
-    const unknown = await owner.call('POST', '/api/machines/mch_01jzzzzzzzzzzzzzzzzzzzzzzz/pause');
+    const unknown = await suite.owner.call('POST', '/api/machines/mch_01jzzzzzzzzzzzzzzzzzzzzzzz/pause');
     assert.equal(unknown.statusCode, 404);
   });
 
   test('a host that fails to pause: 502 provider_error, and the machine is still running', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'stubborn' });
-    const provider = ctx.app.machineProvider as unknown as { pause: (m: { id: string }) => Promise<void> };
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'stubborn' });
+    const provider = suite.ctx.app.machineProvider as unknown as { pause: (m: { id: string }) => Promise<void> };
     const original = provider.pause;
     provider.pause = async () => {
       throw new Error('host unreachable (pause)');
     };
     try {
-      const failed = await owner.call('POST', `/api/machines/${machine.id}/pause`);
+      const failed = await suite.owner.call('POST', `/api/machines/${machine.id}/pause`);
       assert.equal(failed.statusCode, 502);
       assert.equal(failed.json().code, 'provider_error');
       assert.equal((await machineOf(machine.id)).status, 'running');
@@ -115,18 +102,18 @@ describe('pause and resume (CONTRACT 20)', () => {
   });
 
   test('the machine\'s check records the pause first (the engine reported it as an event): the request answers the paused machine, one machine.paused', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'raced' });
-    const fresh = eventCursor(ctx, owner);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'raced' });
+    const fresh = eventCursor(suite.ctx, suite.owner);
     await fresh();
-    const provider = ctx.app.machineProvider as unknown as { pause: (m: { id: string }) => Promise<void> };
+    const provider = suite.ctx.app.machineProvider as unknown as { pause: (m: { id: string }) => Promise<void> };
     const original = provider.pause;
     provider.pause = async (target) => {
-      await original.call(ctx.app.machineProvider, target);
-      const row = (await findMachineById(ctx.app.deps.db, target.id))!;
-      await inTransaction(ctx.app.deps.database, (tx) => markPaused(ctx.app.deps, tx, row, null));
+      await original.call(suite.ctx.app.machineProvider, target);
+      const row = (await findMachineById(suite.ctx.app.deps.db, target.id))!;
+      await inTransaction(suite.ctx.app.deps.database, (tx) => markPaused(suite.ctx.app.deps, tx, row, null));
     };
     try {
-      const paused = await owner.call('POST', `/api/machines/${machine.id}/pause`);
+      const paused = await suite.owner.call('POST', `/api/machines/${machine.id}/pause`);
       assert.equal(paused.statusCode, 200, paused.body);
       assert.equal(paused.json().status, 'paused');
     } finally {
@@ -136,8 +123,8 @@ describe('pause and resume (CONTRACT 20)', () => {
   });
 
   test('a paused machine: its MCP tools and runs answer 409 invalid_state naming resume; it is destroyed and expires as any other', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'frozen' });
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'frozen' });
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/pause`)).statusCode, 200);
 
     const agent = await connect(`/api/machines/${machine.id}/mcp`, machine.mcpToken);
     const result = (await agent.callTool({ name: 'run_command', arguments: { command: 'echo hi' } })) as CallToolResult;
@@ -149,40 +136,40 @@ describe('pause and resume (CONTRACT 20)', () => {
     const info = (await agent.callTool({ name: 'machine_info', arguments: {} })) as CallToolResult;
     assert.equal((info.structuredContent as { status: string }).status, 'paused');
 
-    const run = await owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'echo hi' });
+    const run = await suite.owner.call('POST', `/api/machines/${machine.id}/runs`, { command: 'echo hi' });
     assert.equal(run.statusCode, 409);
     assert.match(run.json().detail, /resume/i);
 
-    const destroyed = await owner.call('DELETE', `/api/machines/${machine.id}`);
+    const destroyed = await suite.owner.call('DELETE', `/api/machines/${machine.id}`);
     assert.equal(destroyed.statusCode, 200, destroyed.body);
     assert.equal(destroyed.json().status, 'destroyed');
 
-    const expiring = await runningMachine(ctx, owner, { name: 'ephemeral', expiresAt: new Date(ctx.clock.now() + 5 * MINUTE).toISOString() });
-    assert.equal((await owner.call('POST', `/api/machines/${expiring.id}/pause`)).statusCode, 200);
-    ctx.clock.advance(5 * MINUTE);
-    await workerPass(ctx);
+    const expiring = await runningMachine(suite.ctx, suite.owner, { name: 'ephemeral', expiresAt: new Date(suite.ctx.clock.now() + 5 * MINUTE).toISOString() });
+    assert.equal((await suite.owner.call('POST', `/api/machines/${expiring.id}/pause`)).statusCode, 200);
+    suite.ctx.clock.advance(5 * MINUTE);
+    await workerPass(suite.ctx);
     assert.equal((await machineOf(expiring.id)).status, 'stopped', 'expired from paused: stopped (onExpire stop)');
   });
 
   test('a machine waiting in a warm pool is not paused (409 invalid_state): claimed, it is', async () => {
-    const pool = await owner.call('POST', '/api/pools', { name: 'nappers', size: 'small', count: 1 });
+    const pool = await suite.owner.call('POST', '/api/pools', { name: 'nappers', size: 'small', count: 1 });
     assert.equal(pool.statusCode, 201, pool.body);
-    await finishBoot(ctx);
-    const warm = (await owner.call('GET', '/api/machines?limit=100')).json().data.find((m: { name: string }) => m.name.startsWith('nappers-'));
+    await finishBoot(suite.ctx);
+    const warm = (await suite.owner.call('GET', '/api/machines?limit=100')).json().data.find((m: { name: string }) => m.name.startsWith('nappers-'));
     assert.equal(warm.status, 'running');
-    const refused = await owner.call('POST', `/api/machines/${warm.id}/pause`);
+    const refused = await suite.owner.call('POST', `/api/machines/${warm.id}/pause`);
     assert.equal(refused.statusCode, 409);
     assert.match(refused.json().detail, /pool/);
     assert.equal((await machineOf(warm.id)).status, 'running');
-    const claimed = await owner.call('POST', '/api/machines', { name: 'claimed-napper', pool: 'nappers' });
+    const claimed = await suite.owner.call('POST', '/api/machines', { name: 'claimed-napper', pool: 'nappers' });
     assert.equal(claimed.json().id, warm.id);
-    assert.equal((await owner.call('POST', `/api/machines/${warm.id}/pause`)).statusCode, 200);
-    assert.equal((await owner.call('DELETE', `/api/pools/${pool.json().id}`)).statusCode, 204);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${warm.id}/pause`)).statusCode, 200);
+    assert.equal((await suite.owner.call('DELETE', `/api/pools/${pool.json().id}`)).statusCode, 204);
   });
 
   test('the platform MCP tools machine_pause and machine_resume answer what the HTTP API answers', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'tool-made' });
-    const client = await connect('/api/mcp', owner.key);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'tool-made' });
+    const client = await connect('/api/mcp', suite.owner.key);
     const names = (await client.listTools()).tools.map((tool) => tool.name);
     assert.ok(names.includes('machine_pause') && names.includes('machine_resume'));
     const paused = (await client.callTool({ name: 'machine_pause', arguments: { id: machine.id } })) as CallToolResult;
@@ -197,7 +184,7 @@ describe('pause and resume (CONTRACT 20)', () => {
   });
 
   test('the OpenAPI document describes both routes with their errors', async () => {
-    const doc = (await ctx.app.inject({ method: 'GET', url: '/api/openapi.json' })).json();
+    const doc = (await suite.ctx.app.inject({ method: 'GET', url: '/api/openapi.json' })).json();
     for (const action of ['pause', 'resume']) {
       const operation = doc.paths[`/api/machines/{id}/${action}`]?.post;
       assert.ok(operation, action);

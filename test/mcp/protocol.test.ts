@@ -1,29 +1,18 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import type { TestContext } from '../support/app.ts';
-import { createMachineTestApp, newOwner, runningMachine, type CreatedMachine, type Owner } from '../support/machines.ts';
+import { listeningMachineSuite, runningMachine, type CreatedMachine } from '../support/machines.ts';
 import { connectApplication, registerClient } from '../support/oauth.ts';
 
 /** CONTRACT 14: revisions 2024-11-05 through 2025-11-25, and 2026-07-28, on both MCP endpoints. */
 describe('protocol revisions: a client pinned to 2026-07-28 and one pinned to 2025-06-18, on both endpoints', () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  const suite = listeningMachineSuite();
   let machine: CreatedMachine;
-  let base: string;
   let oauthToken: string;
-  const clients: Client[] = [];
 
   before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-    machine = await runningMachine(ctx, owner, { name: 'pinned' });
-    oauthToken = (await connectApplication(ctx, owner.user, await registerClient(ctx))).access_token;
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-  });
-  after(async () => {
-    for (const client of clients) await client.close();
-    await ctx.close();
+    machine = await runningMachine(suite.ctx, suite.owner, { name: 'pinned' });
+    oauthToken = (await connectApplication(suite.ctx, suite.owner.user, await registerClient(suite.ctx))).access_token;
   });
 
   const pins: Record<'2026-07-28' | '2025-06-18', ConstructorParameters<typeof Client>[1]> = {
@@ -33,15 +22,15 @@ describe('protocol revisions: a client pinned to 2026-07-28 and one pinned to 20
 
   async function connect(path: string, token: string, revision: keyof typeof pins): Promise<Client> {
     const client = new Client({ name: `pinned-${revision}`, version: '1.0.0' }, pins[revision]);
-    await client.connect(new StreamableHTTPClientTransport(new URL(path, base), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(path, suite.base), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    suite.clients.push(client);
     assert.equal(client.getNegotiatedProtocolVersion(), revision);
     return client;
   }
 
   for (const revision of ['2026-07-28', '2025-06-18'] as const) {
     test(`${revision}: the platform endpoint (API key and OAuth token) lists and calls tools`, async () => {
-      for (const token of [owner.key, oauthToken]) {
+      for (const token of [suite.owner.key, oauthToken]) {
         const client = await connect('/api/mcp', token, revision);
         const names = (await client.listTools()).tools.map((tool) => tool.name);
         assert.ok(names.includes('machines_list') && names.includes('event_webhooks_list'), names.join());

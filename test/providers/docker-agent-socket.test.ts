@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import { agentConnections } from '../../src/providers/docker/agent-connection.ts';
 import { containerName } from '../../src/providers/docker/container-spec.ts';
-import { dockerUnavailable, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import { dockerSuite, dockerUnavailable, engine, runningDockerMachine, runToEnd } from '../support/docker.ts';
 
 const skip = await dockerUnavailable();
 
@@ -28,7 +28,7 @@ const ATTACHES = `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/nul
  * socket and goes through the engine instead.
  */
 describe('the machine agent reached on its socket from the host', { skip, timeout: 300_000 }, () => {
-  let app: DockerApp;
+  const suite = dockerSuite();
   const trapPath = `/tmp/agent-trap-${process.pid}.sock`;
   const trapped: string[] = [];
   // Another machine's agent, as far as anyone can tell: it answers health, naming another machine.
@@ -39,22 +39,17 @@ describe('the machine agent reached on its socket from the host', { skip, timeou
   });
 
   before(async () => {
-    app = await startDockerApp();
     await rm(trapPath, { force: true });
     await new Promise<void>((resolve) => trap.listen(trapPath, resolve));
   });
   after(async () => {
     await new Promise((resolve) => trap.close(resolve));
     await rm(trapPath, { force: true });
-    await app?.close();
   });
 
   test('no engine exec while the socket is the agent\'s; a socket linked to another agent is asked its health alone, then the engine is used', async () => {
-    const { owner } = app;
-    const created = await owner.call('POST', '/api/machines', { name: 'socket-from-host' });
-    assert.equal(created.statusCode, 201, created.body);
-    const { id } = created.json();
-    await untilStatus(owner, id, 'running');
+    const { owner } = suite;
+    const { id } = await runningDockerMachine(owner, { name: 'socket-from-host' });
 
     const first = await runToEnd(owner, id, { command: `echo served; ${ATTACHES}` });
     assert.equal(first.stdout, 'served\n0\n', 'the service\'s connection is the socket itself: no `agent attach` in the machine');
@@ -72,7 +67,7 @@ describe('the machine agent reached on its socket from the host', { skip, timeou
     const warnings: string[] = [];
     const logger = { warn: (_details: unknown, message: string) => void warnings.push(message) } as unknown as FastifyBaseLogger;
     const agents = agentConnections(() => engine().getContainer(containerName(id)), logger);
-    const client = await agents.of(id);
+    const client = await agents.of({ id });
     try {
       const result = await client.run({ id: 'run_after_the_link', command: `echo through the engine; ${ATTACHES}`, cwd: null, env: {}, timeoutMs: 10_000 }, AbortSignal.timeout(30_000));
       assert.equal(result?.stdout, 'through the engine\n1\n', 'the machine\'s own agent answered, through an engine exec');

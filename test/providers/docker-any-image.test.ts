@@ -1,9 +1,9 @@
 import { strict as assert } from 'node:assert';
 import { execFileSync } from 'node:child_process';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { SERVICE_VERSION } from '../../src/config.ts';
 import { containerName } from '../../src/providers/docker/container-spec.ts';
-import { dockerUnavailable, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import { dockerSuite, dockerUnavailable, engine, runningDockerMachine, runToEnd } from '../support/docker.ts';
 
 const skip = await dockerUnavailable();
 const BUSYBOX_IMAGE = `machine-platform/busybox:${SERVICE_VERSION}`;
@@ -23,21 +23,15 @@ async function engineRun(machineId: string, cmd: string[]): Promise<void> {
 }
 
 describe('machines from an image with nothing but BusyBox', { skip, timeout: 300_000 }, () => {
-  let app: DockerApp;
-
   before(async () => {
     const present = await engine().getImage(BUSYBOX_IMAGE).inspect().then(() => true, () => false);
     if (!present) execFileSync('bash', ['scripts/busybox-image.sh'], { stdio: 'inherit' });
-    app = await startDockerApp({ env: { MACHINE_IMAGE: BUSYBOX_IMAGE } });
   });
-  after(async () => app?.close());
+  const suite = dockerSuite({ env: { MACHINE_IMAGE: BUSYBOX_IMAGE } });
 
   test('commands, files and processes', async () => {
-    const { owner } = app;
-    const created = await owner.call('POST', '/api/machines', { name: 'tiny-image' });
-    assert.equal(created.statusCode, 201, created.body);
-    const { id } = created.json();
-    await untilStatus(owner, id, 'running');
+    const { owner } = suite;
+    const { id } = await runningDockerMachine(owner, { name: 'tiny-image' });
 
     const run = await runToEnd(owner, id, { command: 'echo out; echo err >&2; pwd; ls /lib 2>/dev/null | wc -l; exit 4', env: { A: 'b' } });
     assert.deepEqual([run.status, run.exitCode, run.stdout, run.stderr], ['failed', 4, 'out\n/root\n0\n', 'err\n']);
@@ -45,9 +39,9 @@ describe('machines from an image with nothing but BusyBox', { skip, timeout: 300
     assert.deepEqual([timedOut.status, timedOut.timedOut], ['failed', true]);
 
     const bytes = Buffer.from(Array.from({ length: 50_000 }, (_, i) => (i * 13) % 256));
-    const put = await app.ctx.app.inject({ method: 'PUT', url: `/api/machines/${id}/files?path=/srv/blob.bin`, headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/octet-stream' }, payload: bytes });
+    const put = await suite.ctx.app.inject({ method: 'PUT', url: `/api/machines/${id}/files?path=/srv/blob.bin`, headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/octet-stream' }, payload: bytes });
     assert.equal(put.statusCode, 204, put.body);
-    const got = await app.ctx.app.inject({ method: 'GET', url: `/api/machines/${id}/files?path=/srv/blob.bin`, headers: { authorization: `Bearer ${owner.key}` } });
+    const got = await suite.ctx.app.inject({ method: 'GET', url: `/api/machines/${id}/files?path=/srv/blob.bin`, headers: { authorization: `Bearer ${owner.key}` } });
     assert.ok(got.rawPayload.equals(bytes), 'the same bytes');
     const listing = (await owner.call('GET', `/api/machines/${id}/files?path=/srv`)).json();
     assert.deepEqual(listing.entries.map((entry: { name: string; size: number }) => [entry.name, entry.size]), [['blob.bin', 50_000]]);

@@ -1,11 +1,9 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.js';
-import type { TestContext } from '../support/app.ts';
-import { dockerUnavailable, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
-import type { Owner } from '../support/machines.ts';
+import { dockerUnavailable, listeningDockerSuite, runningDockerMachine } from '../support/docker.ts';
 
 const skip = await dockerUnavailable();
 
@@ -18,22 +16,7 @@ const DEADLINE_MS = 2000;
  * the agent through run_wait, with the official SDK client's default options.
  */
 describe('long commands over MCP on a real machine', { skip, timeout: 300_000 }, () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  let base: string;
-  const clients: Client[] = [];
-
-  let app: DockerApp;
-
-  before(async () => {
-    app = await startDockerApp({ buildOptions: { toolWait: { answerDeadlineMs: DEADLINE_MS, progressIntervalMs: 500 } } });
-    ({ ctx, owner } = app);
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-  });
-  after(async () => {
-    for (const client of clients) await client.close();
-    await app?.close();
-  });
+  const suite = listeningDockerSuite({ buildOptions: { toolWait: { answerDeadlineMs: DEADLINE_MS, progressIntervalMs: 500 } } });
 
   const jsonOf = (result: unknown) => {
     const call = result as CallToolResult;
@@ -42,14 +25,11 @@ describe('long commands over MCP on a real machine', { skip, timeout: 300_000 },
   };
 
   test('regression: run_command of `sleep 4; echo done` answers running with its runId, and run_wait gives its outcome', async () => {
-    const created = await owner.call('POST', '/api/machines', { name: 'long-command' });
-    assert.equal(created.statusCode, 201, created.body);
-    const machine = created.json() as { id: string; mcpToken: string };
-    await untilStatus(owner, machine.id, 'running');
+    const machine = await runningDockerMachine(suite.owner, { name: 'long-command' });
 
     const client = new Client({ name: 'agent', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
-    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, suite.base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
+    suite.clients.push(client);
 
     const heard: Progress[] = [];
     const answered = jsonOf(await client.callTool({ name: 'run_command', arguments: { command: 'sleep 4; echo done' } }, undefined, { onprogress: (progress) => heard.push(progress) }));
@@ -65,6 +45,6 @@ describe('long commands over MCP on a real machine', { skip, timeout: 300_000 },
     assert.equal(outcome.status, 'succeeded', JSON.stringify(outcome));
     assert.equal(outcome.stdout, 'done\n');
     assert.equal(outcome.exitCode, 0);
-    assert.deepEqual(jsonOf(await client.callTool({ name: 'run_get', arguments: { id: runId } })), (await owner.call('GET', `/api/runs/${runId}`)).json());
+    assert.deepEqual(jsonOf(await client.callTool({ name: 'run_get', arguments: { id: runId } })), (await suite.owner.call('GET', `/api/runs/${runId}`)).json());
   });
 });

@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { connect, createServer, type Server } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
+import { dockerSuite, dockerUnavailable, runningDockerMachine, runToEnd } from '../support/docker.ts';
 
 const skip = await dockerUnavailable();
 
@@ -15,7 +15,6 @@ const skip = await dockerUnavailable();
 describe('machines on an engine reached over TCP', { skip, timeout: 300_000 }, () => {
   let relay: Server;
   let relayed = 0;
-  let app: DockerApp;
   const socket = process.env.DOCKER_HOST?.startsWith('unix://') ? process.env.DOCKER_HOST.slice('unix://'.length) : '/var/run/docker.sock';
 
   before(async () => {
@@ -30,19 +29,13 @@ describe('machines on an engine reached over TCP', { skip, timeout: 300_000 }, (
     await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
     // This file runs in a process of its own: every engine client in it (the provider's, the tests') goes over TCP.
     process.env.DOCKER_HOST = `tcp://127.0.0.1:${(relay.address() as { port: number }).port}`;
-    app = await startDockerApp();
   });
-  after(async () => {
-    await app?.close();
-    relay?.close();
-  });
+  const suite = dockerSuite();
+  after(() => relay?.close());
 
   test('a machine runs commands, and its files and processes work', async () => {
-    const { owner } = app;
-    const created = await owner.call('POST', '/api/machines', { name: 'far-away' });
-    assert.equal(created.statusCode, 201, created.body);
-    const { id } = created.json();
-    await untilStatus(owner, id, 'running');
+    const { owner } = suite;
+    const { id } = await runningDockerMachine(owner, { name: 'far-away' });
     const run = await runToEnd(owner, id, { command: 'echo "$(hostname) here"; readlink /opt/machine-platform/agent' });
     assert.equal(run.status, 'succeeded', run.output ?? '');
     assert.match(run.stdout ?? '', /here\nagent-[0-9a-f]{16}\n$/);

@@ -1,11 +1,9 @@
 import { strict as assert } from 'node:assert';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { TestContext } from '../support/app.ts';
-import { dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
-import type { Owner } from '../support/machines.ts';
+import { dockerUnavailable, listeningDockerSuite, runningDockerMachine, runToEnd, untilStatus } from '../support/docker.ts';
 import { colours, decodePng } from '../support/png.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -23,34 +21,14 @@ function pngSize(bytes: Buffer): { width: number; height: number } {
  * through the machine's MCP tools, with the official SDK client.
  */
 describe('screens of real machines', { skip, timeout: 300_000 }, () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  let base: string;
-  const clients: Client[] = [];
+  const suite = listeningDockerSuite();
 
-  let app: DockerApp;
-
-  before(async () => {
-    app = await startDockerApp();
-    ({ ctx, owner } = app);
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-  });
-  after(async () => {
-    for (const client of clients) await client.close();
-    await app?.close();
-  });
-
-  async function runningMachine(body: Record<string, unknown>): Promise<{ id: string; mcpToken: string }> {
-    const created = await owner.call('POST', '/api/machines', body);
-    assert.equal(created.statusCode, 201, created.body);
-    await untilStatus(owner, created.json().id, 'running');
-    return created.json();
-  }
+  const runningMachine = (body: Record<string, unknown>) => runningDockerMachine(suite.owner, body);
 
   async function agentOf(machine: { id: string; mcpToken: string }) {
     const client = new Client({ name: 'computer-user', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
-    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, suite.base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
+    suite.clients.push(client);
     return { client, call: async (name: string, args: Record<string, unknown> = {}) => (await client.callTool({ name, arguments: args })) as CallToolResult };
   }
 
@@ -62,22 +40,22 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
     return Buffer.from((content as { data: string }).data, 'base64');
   };
 
-  const run = (machineId: string, command: string) => runToEnd(owner, machineId, { command });
+  const run = (machineId: string, command: string) => runToEnd(suite.owner, machineId, { command });
 
   test('a machine boots with a display of the size it asked for; screenshot is a PNG of that size, over MCP and HTTP', async () => {
     const machine = await runningMachine({ name: 'wide', screen: { width: 1024, height: 768 } });
-    assert.deepEqual((await owner.call('GET', `/api/machines/${machine.id}`)).json().screen, { width: 1024, height: 768 });
+    assert.deepEqual((await suite.owner.call('GET', `/api/machines/${machine.id}`)).json().screen, { width: 1024, height: 768 });
     const { client, call } = await agentOf(machine);
     const names = (await client.listTools()).tools.map((tool) => tool.name);
     assert.ok(names.includes('screenshot') && names.includes('computer'), names.join(', '));
     const result = await call('screenshot');
     assert.deepEqual(pngSize(imageOf(result)), { width: 1024, height: 768 });
     assert.deepEqual(result.structuredContent, { width: 1024, height: 768 });
-    const http = await ctx.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/screenshot`, headers: { authorization: `Bearer ${owner.key}` } });
+    const http = await suite.ctx.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/screenshot`, headers: { authorization: `Bearer ${suite.owner.key}` } });
     assert.equal(http.statusCode, 200);
     assert.equal(http.headers['content-type'], 'image/png');
     assert.deepEqual(pngSize(http.rawPayload), { width: 1024, height: 768 });
-    const refused = await owner.call('POST', '/api/machines', { name: 'huge', screen: { width: 4000, height: 3000 } });
+    const refused = await suite.owner.call('POST', '/api/machines', { name: 'huge', screen: { width: 4000, height: 3000 } });
     assert.equal(refused.statusCode, 400);
   });
 
@@ -103,10 +81,10 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
     await eventually(async () => ((await run(machine.id, 'xdotool search --onlyvisible --class xterm | wc -l')).stdout === '2\n' ? true : undefined), 20_000, 'a second terminal');
 
     // Asked the moment it runs again (a CI run once got no_display there): the desktop, not "no display".
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
-    await untilStatus(owner, machine.id, 'stopped');
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
-    await untilStatus(owner, machine.id, 'running');
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    await untilStatus(suite.owner, machine.id, 'stopped');
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
+    await untilStatus(suite.owner, machine.id, 'running');
     const again = decodePng(imageOf(await call('screenshot')));
     const shown = colours(again);
     assert.ok(share('#101418', shown, 1280 * 800) > 0.2 && share('#2b4a6f', shown, 1280 * 800) > 0.2, `the desktop again: ${JSON.stringify(shown.slice(0, 3))}`);
@@ -140,7 +118,7 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
     assert.equal(typed.stdout, 'typed-by-an-agent\n');
     // Each run keeps the screen as it ended.
     const picture = await eventually(async () => {
-      const response = await ctx.app.inject({ method: 'GET', url: `/api/runs/${typed.id}/screenshot`, headers: { authorization: `Bearer ${owner.key}` } });
+      const response = await suite.ctx.app.inject({ method: 'GET', url: `/api/runs/${typed.id}/screenshot`, headers: { authorization: `Bearer ${suite.owner.key}` } });
       return response.statusCode === 200 ? response : undefined;
     }, 10_000, "the run's screenshot");
     assert.equal(picture.headers['content-type'], 'image/png');
@@ -176,7 +154,7 @@ describe('screens of real machines', { skip, timeout: 300_000 }, () => {
       assert.equal(result.isError, true);
       assert.equal((result.structuredContent as { error: { code: string } }).error.code, 'no_display');
     }
-    const http = await owner.call('GET', `/api/machines/${machine.id}/screenshot`);
+    const http = await suite.owner.call('GET', `/api/machines/${machine.id}/screenshot`);
     assert.equal(http.json().code, 'no_display');
   });
 });

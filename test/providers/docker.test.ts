@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,10 +11,8 @@ import { verifyWebhook } from '../../src/event-webhooks/verify-webhook.js';
 import { MACHINE_CAPABILITIES, containerName } from '../../src/providers/docker/container-spec.ts';
 import { EGRESS_NETWORK } from '../../src/providers/docker/network.ts';
 import { AGENT_VOLUME } from '../../src/providers/docker/container-spec.ts';
-import type { TestContext } from '../support/app.ts';
 import { createTestApp } from '../support/app.ts';
-import { dockerUnavailable, engine, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
-import type { Owner } from '../support/machines.ts';
+import { dockerUnavailable, engine, listeningDockerSuite, runningDockerMachine, runToEnd, untilStatus } from '../support/docker.ts';
 import { eventually, startReceiver, type Receiver } from '../support/receiver.ts';
 
 const skip = await dockerUnavailable();
@@ -29,49 +27,32 @@ const SIZES = { MACHINE_SIZES: 'small=1/1g/512,tiny=0.5/96m/64', MACHINE_PRICES:
  * a process limit) whatever runs inside.
  */
 describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
-  let ctx: TestContext;
-  let owner: Owner;
+  // A file, not memory: a second app (the service restarted) opens the same database.
+  const suite = listeningDockerSuite({ sqlitePath: join(mkdtempSync(join(tmpdir(), 'docker-')), 'service.db'), env: SIZES });
   let receiver: Receiver;
-  let base: string;
-  const clients: Client[] = [];
-
-  let app: DockerApp;
 
   before(async () => {
     receiver = await startReceiver(() => ({ status: 200 }));
-    // A file, not memory: a second app (the service restarted) opens the same database.
-    app = await startDockerApp({ sqlitePath: join(await mkdtemp(join(tmpdir(), 'docker-')), 'service.db'), env: SIZES });
-    ({ ctx, owner } = app);
-    base = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
   });
-  after(async () => {
-    for (const client of clients) await client.close();
-    await app?.close();
-    await receiver?.close();
-  });
+  after(() => receiver?.close());
 
-  const machineOf = async (id: string) => (await owner.call('GET', `/api/machines/${id}`)).json();
-  const statusIs = (id: string, status: string, timeoutMs?: number) => untilStatus(owner, id, status, timeoutMs);
+  const machineOf = async (id: string) => (await suite.owner.call('GET', `/api/machines/${id}`)).json();
+  const statusIs = (id: string, status: string, timeoutMs?: number) => untilStatus(suite.owner, id, status, timeoutMs);
 
-  async function runningMachine(body: Record<string, unknown> = {}): Promise<{ id: string }> {
-    const created = await owner.call('POST', '/api/machines', { name: 'real', ...body });
-    assert.equal(created.statusCode, 201, created.body);
-    await statusIs(created.json().id, 'running');
-    return created.json();
-  }
+  const runningMachine = (body: Record<string, unknown> = {}) => runningDockerMachine(suite.owner, { name: 'real', ...body });
 
-  const run = (machineId: string, body: Record<string, unknown>) => runToEnd(owner, machineId, body);
+  const run = (machineId: string, body: Record<string, unknown>) => runToEnd(suite.owner, machineId, body);
 
   const eventsOf = async (machineId: string, type: string) => {
-    const page = (await owner.call('GET', `/api/events?type=${type}&limit=100`)).json() as { data: Array<{ data: { machine: { id: string }; detail?: Record<string, unknown> } }> };
+    const page = (await suite.owner.call('GET', `/api/events?type=${type}&limit=100`)).json() as { data: Array<{ data: { machine: { id: string }; detail?: Record<string, unknown> } }> };
     return page.data.filter((event) => event.data.machine.id === machineId);
   };
 
   /** An agent in the machine: the official SDK client on the machine's MCP endpoint, with its machine token. */
   async function agentOf(machine: { id: string; mcpToken: string }) {
     const client = new Client({ name: 'agent', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
-    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`/api/machines/${machine.id}/mcp`, suite.base), { requestInit: { headers: { authorization: `Bearer ${machine.mcpToken}` } } }));
+    suite.clients.push(client);
     return async (name: string, args: Record<string, unknown> = {}) => {
       const result = (await client.callTool({ name, arguments: args })) as CallToolResult;
       return { ok: result.isError !== true, json: result.structuredContent as Record<string, unknown> & { error?: { status: number; code: string } } };
@@ -79,7 +60,7 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
   }
 
   test('create → running as a container, labelled with its id; machine.created reaches an HTTPS receiver, signed', async () => {
-    const endpoint = (await owner.call('POST', '/api/event-webhooks', { url: receiver.url, events: ['machine.created'] })).json();
+    const endpoint = (await suite.owner.call('POST', '/api/event-webhooks', { url: receiver.url, events: ['machine.created'] })).json();
     const machine = await runningMachine({ name: 'first-light' });
     const info = await engine().getContainer(containerName(machine.id)).inspect();
     assert.equal(info.State.Running, true);
@@ -108,7 +89,7 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     assert.deepEqual([slow.status, slow.exitCode, slow.timedOut, slow.stdout], ['failed', null, true, 'started\n']);
     const long = await run(machine.id, { command: 'head -c 3000000 /dev/zero | tr "\\0" x' });
     assert.deepEqual([long.status, long.stdout!.length, long.truncated], ['succeeded', 1024 * 1024, true]);
-    const events = (await owner.call('GET', '/api/events?type=run.failed&limit=100')).json().data as Array<{ data: { run: { id: string; output: string } } }>;
+    const events = (await suite.owner.call('GET', '/api/events?type=run.failed&limit=100')).json().data as Array<{ data: { run: { id: string; output: string } } }>;
     assert.equal(events.find((event) => event.data.run.id === failed.id)?.data.run.output, failed.output);
   });
 
@@ -117,9 +98,9 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     const written = await run(machine.id, { command: 'head -c 65536 /dev/urandom > /root/keep.bin && sha256sum /root/keep.bin' });
     assert.equal(written.status, 'succeeded', written.output!);
     for (let cycle = 0; cycle < 20; cycle++) {
-      assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+      assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
       await statusIs(machine.id, 'stopped');
-      assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
+      assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
       await statusIs(machine.id, 'running');
     }
     const read = await run(machine.id, { command: 'sha256sum /root/keep.bin' });
@@ -140,7 +121,7 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     const [event] = await eventsOf(stopped.id, 'machine.stopped');
     assert.deepEqual(event!.data.detail, { reason: 'platform' });
     // Started again, it is the same machine.
-    assert.equal((await owner.call('POST', `/api/machines/${stopped.id}/start`)).statusCode, 200);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${stopped.id}/start`)).statusCode, 200);
     await statusIs(stopped.id, 'running');
   });
 
@@ -162,23 +143,23 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
   test('files: written, read back byte for byte, listed and deleted, over HTTP and over the machine\'s MCP tools', async () => {
     const machine = await runningMachine({ name: 'filer' });
     const bytes = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7) % 256));
-    const put = await ctx.app.inject({ method: 'PUT', url: `/api/machines/${machine.id}/files?path=/srv/data/blob.bin`, headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/octet-stream' }, payload: bytes });
+    const put = await suite.ctx.app.inject({ method: 'PUT', url: `/api/machines/${machine.id}/files?path=/srv/data/blob.bin`, headers: { authorization: `Bearer ${suite.owner.key}`, 'content-type': 'application/octet-stream' }, payload: bytes });
     assert.equal(put.statusCode, 204, put.body);
-    const got = await ctx.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/files?path=/srv/data/blob.bin`, headers: { authorization: `Bearer ${owner.key}` } });
+    const got = await suite.ctx.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/files?path=/srv/data/blob.bin`, headers: { authorization: `Bearer ${suite.owner.key}` } });
     assert.equal(got.statusCode, 200);
     assert.equal(got.headers['content-type'], 'application/octet-stream');
     assert.ok(got.rawPayload.equals(bytes), 'the same bytes');
-    const listing = (await owner.call('GET', `/api/machines/${machine.id}/files?path=/srv/data`)).json();
+    const listing = (await suite.owner.call('GET', `/api/machines/${machine.id}/files?path=/srv/data`)).json();
     assert.deepEqual(listing.entries.map((entry: { name: string; type: string; size: number }) => [entry.name, entry.type, entry.size]), [['blob.bin', 'file', 70_000]]);
     assert.match(listing.entries[0].modifiedAt, /^\d{4}-\d\d-\d\dT/);
     // A JSON file is bytes here, not JSON.
-    const json = await ctx.app.inject({ method: 'PUT', url: `/api/machines/${machine.id}/files?path=/srv/data/config.json`, headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/json' }, payload: '{"a": 1}' });
+    const json = await suite.ctx.app.inject({ method: 'PUT', url: `/api/machines/${machine.id}/files?path=/srv/data/config.json`, headers: { authorization: `Bearer ${suite.owner.key}`, 'content-type': 'application/json' }, payload: '{"a": 1}' });
     assert.equal(json.statusCode, 204, json.body);
     assert.equal((await run(machine.id, { command: 'cat /srv/data/config.json' })).stdout, '{"a": 1}');
 
-    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/files?path=/srv/nothing`)).statusCode, 404);
-    assert.equal((await owner.call('DELETE', `/api/machines/${machine.id}/files?path=/srv/data`)).json().code, 'invalid_state', 'a directory needs recursive');
-    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/files?path=relative/path`)).statusCode, 400);
+    assert.equal((await suite.owner.call('GET', `/api/machines/${machine.id}/files?path=/srv/nothing`)).statusCode, 404);
+    assert.equal((await suite.owner.call('DELETE', `/api/machines/${machine.id}/files?path=/srv/data`)).json().code, 'invalid_state', 'a directory needs recursive');
+    assert.equal((await suite.owner.call('GET', `/api/machines/${machine.id}/files?path=relative/path`)).statusCode, 400);
 
     const agent = await agentOf(machine as unknown as { id: string; mcpToken: string });
     assert.deepEqual((await agent('file_write', { path: '/root/notes/today.md', content: 'héllo\n' })).json, { ok: true, path: '/root/notes/today.md', size: 7 });
@@ -190,31 +171,31 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     assert.deepEqual((await agent('file_delete', { path: '/srv/data', recursive: true })).json, { ok: true });
     assert.equal((await agent('file_read', { path: '/srv/data/blob.bin' })).json.error?.status, 404);
 
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
     await statusIs(machine.id, 'stopped');
-    assert.equal((await owner.call('GET', `/api/machines/${machine.id}/files?path=/root`)).json().code, 'invalid_state', 'a stopped machine serves no files');
+    assert.equal((await suite.owner.call('GET', `/api/machines/${machine.id}/files?path=/root`)).json().code, 'invalid_state', 'a stopped machine serves no files');
   });
 
   test('processes: started, output read from an offset (waiting for more), input, signals, listed; they outlive the service, not the machine', async () => {
     const machine = await runningMachine({ name: 'worker' });
-    const started = await owner.call('POST', `/api/machines/${machine.id}/processes`, { command: 'echo ready; echo warn >&2; while read line; do echo "got $line"; done; echo bye; exit 5' });
+    const started = await suite.owner.call('POST', `/api/machines/${machine.id}/processes`, { command: 'echo ready; echo warn >&2; while read line; do echo "got $line"; done; echo bye; exit 5' });
     assert.equal(started.statusCode, 201, started.body);
     const process = started.json();
     assert.match(process.id, /^proc_[0-9a-z]{26}$/);
     assert.deepEqual([process.status, process.exitCode], ['running', null]);
-    const first = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?waitMs=5000`)).json();
+    const first = (await suite.owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?waitMs=5000`)).json();
     assert.equal(first.running, true);
     const seen = { stdout: first.stdout as string, stderr: first.stderr as string };
     let offset = first.offset as number;
     while (seen.stdout !== 'ready\n' || seen.stderr !== 'warn\n') {
-      const more = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?offset=${offset}&waitMs=5000`)).json();
+      const more = (await suite.owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?offset=${offset}&waitMs=5000`)).json();
       seen.stdout += more.stdout;
       seen.stderr += more.stderr;
       offset = more.offset;
     }
     assert.equal(offset, 'ready\nwarn\n'.length, 'the offset counts both streams');
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/processes/${process.id}/input`, { data: 'one\ntwo\n' })).statusCode, 204);
-    const echoed = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?offset=${offset}&waitMs=5000`)).json();
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/processes/${process.id}/input`, { data: 'one\ntwo\n' })).statusCode, 204);
+    const echoed = (await suite.owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output?offset=${offset}&waitMs=5000`)).json();
     assert.match(echoed.stdout, /^got one\n/);
 
     const agent = await agentOf(machine as unknown as { id: string; mcpToken: string });
@@ -222,7 +203,7 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     assert.equal(sleeper.status, 'running');
     assert.deepEqual((await agent('process_signal', { id: sleeper.id, signal: 'TERM' })).json, { ok: true });
     const ended = await eventually(async () => {
-      const current = (await owner.call('GET', `/api/machines/${machine.id}/processes/${sleeper.id}`)).json();
+      const current = (await suite.owner.call('GET', `/api/machines/${machine.id}/processes/${sleeper.id}`)).json();
       return current.status === 'exited' ? current : undefined;
     }, 10_000, 'the sleeper to end');
     assert.equal(ended.exitCode, 143);
@@ -231,20 +212,20 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     assert.deepEqual(listed.map((item) => item.id), [process.id, sleeper.id]);
 
     // The service restarts (a new app on the same database): the process is still there, still running.
-    const restarted = await createTestApp({ realClock: true, database: ctx.database, env: { MACHINE_PROVIDER: 'docker', ...SIZES } });
+    const restarted = await createTestApp({ realClock: true, database: suite.ctx.database, env: { MACHINE_PROVIDER: 'docker', ...SIZES } });
     try {
-      const same = await restarted.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/processes/${process.id}`, headers: { authorization: `Bearer ${owner.key}` } });
+      const same = await restarted.app.inject({ method: 'GET', url: `/api/machines/${machine.id}/processes/${process.id}`, headers: { authorization: `Bearer ${suite.owner.key}` } });
       assert.equal(same.json().status, 'running');
     } finally {
       await restarted.close();
     }
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/stop`)).statusCode, 200);
     await statusIs(machine.id, 'stopped');
-    assert.equal((await owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
+    assert.equal((await suite.owner.call('POST', `/api/machines/${machine.id}/start`)).statusCode, 200);
     await statusIs(machine.id, 'running');
-    const after = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}`)).json();
+    const after = (await suite.owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}`)).json();
     assert.deepEqual([after.status, after.exitCode, after.endReason], ['exited', null, 'machine-stopped'], 'the stop ended it, and it says so');
-    const output = (await owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output`)).json();
+    const output = (await suite.owner.call('GET', `/api/machines/${machine.id}/processes/${process.id}/output`)).json();
     assert.deepEqual([output.running, output.exitCode, output.endReason], [false, null, 'machine-stopped']);
   });
 
@@ -252,14 +233,14 @@ describe('machines on a real Docker engine', { skip, timeout: 900_000 }, () => {
     const machine = await runningMachine({ name: 'doomed' });
     // Its own volumes; the agent's volume is every machine's, mounted read-only.
     const volumes = (await engine().getContainer(containerName(machine.id)).inspect()).Mounts.map((mount) => mount.Name).filter((name) => name && name !== AGENT_VOLUME);
-    assert.equal((await owner.call('DELETE', `/api/machines/${machine.id}`)).statusCode, 200);
+    assert.equal((await suite.owner.call('DELETE', `/api/machines/${machine.id}`)).statusCode, 200);
     await statusIs(machine.id, 'destroyed');
     await assert.rejects(engine().getContainer(containerName(machine.id)).inspect(), (error: { statusCode?: number }) => error.statusCode === 404);
     for (const volume of volumes) await assert.rejects(engine().getVolume(volume!).inspect());
 
     // Not waited for as running: on a loaded engine its boot may take longer than its four seconds, and expiry
     // destroys it all the same (waiting for running then waited for what never came).
-    const created = await owner.call('POST', '/api/machines', { name: 'short-lived', expiresAt: new Date(Date.now() + 4000).toISOString(), onExpire: 'destroy' });
+    const created = await suite.owner.call('POST', '/api/machines', { name: 'short-lived', expiresAt: new Date(Date.now() + 4000).toISOString(), onExpire: 'destroy' });
     assert.equal(created.statusCode, 201, created.body);
     const expiring = created.json();
     await statusIs(expiring.id, 'destroyed', 60_000);

@@ -1,40 +1,20 @@
 import { strict as assert } from 'node:assert';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 
 // Cron is evaluated in UTC whatever the host's zone: run these tests somewhere that is not UTC (and not
 // a whole number of hours away), so that a schedule computed in local time would fire at :45 instead of :15.
 // Node applies a TZ set at run time to every Date from then on.
 process.env.TZ = 'Asia/Kolkata';
 
-import type { TestContext } from '../support/app.ts';
 import { eventually } from '../support/receiver.ts';
-import {
-  assertMachineEvent,
-  assertRunEvent,
-  breakProvider,
-  createMachine,
-  createMachineTestApp,
-  eventCursor,
-  finishBoot,
-  newOwner,
-  runningMachine,
-  runsSettled,
-  workerPass,
-  type Owner,
-} from '../support/machines.ts';
+import { assertMachineEvent, assertRunEvent, breakProvider, createMachine, eventCursor, finishBoot, machineSuite, newOwner, runningMachine, runsSettled, workerPass } from '../support/machines.ts';
 
 const START = Date.UTC(2026, 10, 22, 10, 0, 0);
 const at = (hh: number, mm: number, ss = 0) => Date.UTC(2026, 10, 22, hh, mm, ss);
 
 describe('schedules', () => {
-  let ctx: TestContext;
-  let owner: Owner;
-  before(async () => {
-    ctx = await createMachineTestApp();
-    owner = await newOwner(ctx);
-  });
-  after(() => ctx.close());
+  const suite = machineSuite();
 
   test('these tests run in a time zone that is not UTC (Asia/Kolkata, UTC+5:30)', () => {
     assert.equal(new Date(START).getTimezoneOffset(), -330);
@@ -42,9 +22,9 @@ describe('schedules', () => {
   });
 
   test('create answers the schedule with its next tick (UTC); get, list and delete', async () => {
-    ctx.clock.set(START);
-    const machine = await runningMachine(ctx, owner, { name: 'cronned' });
-    const response = await owner.call('POST', '/api/schedules', { machineId: machine.id, name: ' hourly ', cron: '15 * * * *', command: 'report' });
+    suite.ctx.clock.set(START);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'cronned' });
+    const response = await suite.owner.call('POST', '/api/schedules', { machineId: machine.id, name: ' hourly ', cron: '15 * * * *', command: 'report' });
     assert.equal(response.statusCode, 201);
     const schedule = response.json();
     assert.match(schedule.id, /^sch_[0-9a-z]{26}$/);
@@ -57,23 +37,23 @@ describe('schedules', () => {
       stopAfter: false,
       nextRunAt: new Date(at(10, 15)).toISOString(),
       lastRunAt: null,
-      createdAt: new Date(ctx.clock.now()).toISOString(),
+      createdAt: new Date(suite.ctx.clock.now()).toISOString(),
     });
-    assert.deepEqual((await owner.call('GET', `/api/schedules/${schedule.id}`)).json(), schedule);
-    assert.deepEqual((await owner.call('GET', `/api/schedules?machineId=${machine.id}`)).json(), { data: [schedule], nextCursor: null });
+    assert.deepEqual((await suite.owner.call('GET', `/api/schedules/${schedule.id}`)).json(), schedule);
+    assert.deepEqual((await suite.owner.call('GET', `/api/schedules?machineId=${machine.id}`)).json(), { data: [schedule], nextCursor: null });
 
-    const stranger = await newOwner(ctx);
+    const stranger = await newOwner(suite.ctx);
     assert.equal((await stranger.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
     assert.equal((await stranger.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 404);
     assert.deepEqual((await stranger.call('GET', '/api/schedules')).json(), { data: [], nextCursor: null });
 
-    assert.equal((await owner.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 204);
-    assert.equal((await owner.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
-    assert.equal((await owner.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 404);
+    assert.equal((await suite.owner.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 204);
+    assert.equal((await suite.owner.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
+    assert.equal((await suite.owner.call('DELETE', `/api/schedules/${schedule.id}`)).statusCode, 404);
   });
 
   test('create refuses bad input', async () => {
-    const machine = await runningMachine(ctx, owner, { name: 'picky' });
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'picky' });
     const base = { machineId: machine.id, name: 'n', cron: '* * * * *', command: 'ls' };
     const cases: Array<[string, unknown, number]> = [
       ['bad cron', { ...base, cron: 'every day' }, 400],
@@ -95,122 +75,122 @@ describe('schedules', () => {
       ['unknown machine', { ...base, machineId: 'mch_01jzzzzzzzzzzzzzzzzzzzzzzz' }, 404],
     ];
     for (const [label, payload, status] of cases) {
-      assert.equal((await owner.call('POST', '/api/schedules', payload)).statusCode, status, label);
+      assert.equal((await suite.owner.call('POST', '/api/schedules', payload)).statusCode, status, label);
     }
     for (const cron of ['0 9 * * 1-5', '*/15 * * * *', '0,30 8-18/2 1,15 * 0', '5 4 * 1-12/3 7']) {
-      const accepted = await owner.call('POST', '/api/schedules', { ...base, cron });
+      const accepted = await suite.owner.call('POST', '/api/schedules', { ...base, cron });
       assert.equal(accepted.statusCode, 201, `${cron}: numbers, *, ranges, lists and steps are fine`);
-      await owner.call('DELETE', `/api/schedules/${accepted.json().id}`);
+      await suite.owner.call('DELETE', `/api/schedules/${accepted.json().id}`);
     }
-    await owner.call('DELETE', `/api/machines/${machine.id}`);
-    const destroyed = await owner.call('POST', '/api/schedules', base);
+    await suite.owner.call('DELETE', `/api/machines/${machine.id}`);
+    const destroyed = await suite.owner.call('POST', '/api/schedules', base);
     assert.equal(destroyed.statusCode, 409);
     assert.equal(destroyed.json().code, 'invalid_state');
   });
 
   test('a schedule fires once per tick: run.succeeded with source schedule, then the next tick', async () => {
-    ctx.clock.set(START);
-    const machine = await runningMachine(ctx, owner, { name: 'ticker', labels: { kind: 'cron' } });
-    const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'five', cron: '*/5 * * * *', command: 'sync' })).json();
+    suite.ctx.clock.set(START);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'ticker', labels: { kind: 'cron' } });
+    const schedule = (await suite.owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'five', cron: '*/5 * * * *', command: 'sync' })).json();
     assert.equal(schedule.nextRunAt, new Date(at(10, 5)).toISOString());
-    const events = eventCursor(ctx, owner);
+    const events = eventCursor(suite.ctx, suite.owner);
     await events();
 
-    ctx.clock.set(at(10, 4, 59));
-    await ctx.app.jobs.drain();
+    suite.ctx.clock.set(at(10, 4, 59));
+    await suite.ctx.app.jobs.drain();
     assert.deepEqual(await events(), []);
 
-    ctx.clock.set(at(10, 5));
-    await workerPass(ctx);
-    await workerPass(ctx);
+    suite.ctx.clock.set(at(10, 5));
+    await workerPass(suite.ctx);
+    await workerPass(suite.ctx);
     const [event, ...rest] = await events();
-    const runs = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data;
+    const runs = (await suite.owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data;
     assert.equal(runs.length, 1);
     assert.equal(runs[0].source, 'schedule');
     assert.equal(runs[0].sourceId, schedule.id);
-    assertRunEvent(event, 'run.succeeded', { id: runs[0].id, source: 'schedule', sourceId: schedule.id, status: 'succeeded', output: 'sync' }, machine, ctx.clock.now());
+    assertRunEvent(event, 'run.succeeded', { id: runs[0].id, source: 'schedule', sourceId: schedule.id, status: 'succeeded', output: 'sync' }, machine, suite.ctx.clock.now());
     assert.deepEqual(rest, []);
-    const after = (await owner.call('GET', `/api/schedules/${schedule.id}`)).json();
+    const after = (await suite.owner.call('GET', `/api/schedules/${schedule.id}`)).json();
     assert.equal(after.nextRunAt, new Date(at(10, 10)).toISOString());
     assert.equal(after.lastRunAt, new Date(at(10, 5)).toISOString());
 
     // Missed ticks are not replayed: an hour late, the schedule fires once.
-    ctx.clock.set(at(11, 7));
-    await workerPass(ctx);
+    suite.ctx.clock.set(at(11, 7));
+    await workerPass(suite.ctx);
     assert.equal((await events()).length, 1);
-    assert.equal((await owner.call('GET', `/api/schedules/${schedule.id}`)).json().nextRunAt, new Date(at(11, 10)).toISOString());
-    await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+    assert.equal((await suite.owner.call('GET', `/api/schedules/${schedule.id}`)).json().nextRunAt, new Date(at(11, 10)).toISOString());
+    await suite.owner.call('DELETE', `/api/schedules/${schedule.id}`);
   });
 
   test('regression: a long scheduled command stalled the worker pass (boots, expiry, schedules for everyone); it holds only its own job', async () => {
-    ctx.clock.set(START);
-    const busy = await runningMachine(ctx, owner, { name: 'busy' });
-    const schedule = (await owner.call('POST', '/api/schedules', { machineId: busy.id, name: 'long', cron: '0 11 * * *', command: 'sleep 1.5' })).json();
+    suite.ctx.clock.set(START);
+    const busy = await runningMachine(suite.ctx, suite.owner, { name: 'busy' });
+    const schedule = (await suite.owner.call('POST', '/api/schedules', { machineId: busy.id, name: 'long', cron: '0 11 * * *', command: 'sleep 1.5' })).json();
     let finishCommand = () => {};
     const commandFinished = new Promise<void>((resolve) => (finishCommand = resolve));
-    const restore = breakProvider(ctx, 'runCommand', (m) => m.id === busy.id, () => commandFinished);
+    const restore = breakProvider(suite.ctx, 'runCommand', (m) => m.id === busy.id, () => commandFinished);
     try {
-      ctx.clock.set(at(11, 0) - 1000);
-      const other = await createMachine(owner, { name: 'booting-meanwhile' });
-      ctx.clock.set(at(11, 0));
+      suite.ctx.clock.set(at(11, 0) - 1000);
+      const other = await createMachine(suite.owner, { name: 'booting-meanwhile' });
+      suite.ctx.clock.set(at(11, 0));
       // The tick and the boot are both due now, in either order: first the run under way, in its own job.
       const run = await eventually(async () => {
-        const [latest] = (await owner.call('GET', `/api/machines/${busy.id}/runs`)).json().data;
+        const [latest] = (await suite.owner.call('GET', `/api/machines/${busy.id}/runs`)).json().data;
         return latest?.status === 'running' ? latest : undefined;
       }, 10_000, 'the scheduled run under way');
       // The command does not finish until the boot has: if the boot waited for it, this would never end.
-      await eventually(async () => ((await owner.call('GET', `/api/machines/${other.id}`)).json().status === 'running' ? true : undefined), 10_000, 'the boot, while the command runs');
-      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'running', 'the run is still under way');
+      await eventually(async () => ((await suite.owner.call('GET', `/api/machines/${other.id}`)).json().status === 'running' ? true : undefined), 10_000, 'the boot, while the command runs');
+      assert.equal((await suite.owner.call('GET', `/api/runs/${run.id}`)).json().status, 'running', 'the run is still under way');
       finishCommand();
-      await runsSettled(ctx);
-      assert.equal((await owner.call('GET', `/api/runs/${run.id}`)).json().status, 'succeeded');
+      await runsSettled(suite.ctx);
+      assert.equal((await suite.owner.call('GET', `/api/runs/${run.id}`)).json().status, 'succeeded');
     } finally {
       restore();
-      await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+      await suite.owner.call('DELETE', `/api/schedules/${schedule.id}`);
     }
   });
 
   test('a schedule boots a stopped machine, runs, and stopAfter stops it: reason "after schedule <name>"', async () => {
-    ctx.clock.set(START);
-    const machine = await runningMachine(ctx, owner, { name: 'sleeper', externalId: 'nightly-box' });
-    await owner.call('POST', `/api/machines/${machine.id}/stop`);
-    const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'nightly backup', cron: '0 * * * *', command: 'backup --all', stopAfter: true })).json();
-    const events = eventCursor(ctx, owner);
+    suite.ctx.clock.set(START);
+    const machine = await runningMachine(suite.ctx, suite.owner, { name: 'sleeper', externalId: 'nightly-box' });
+    await suite.owner.call('POST', `/api/machines/${machine.id}/stop`);
+    const schedule = (await suite.owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'nightly backup', cron: '0 * * * *', command: 'backup --all', stopAfter: true })).json();
+    const events = eventCursor(suite.ctx, suite.owner);
     await events();
 
-    ctx.clock.set(at(11, 0));
-    await ctx.app.jobs.drain();
-    assert.equal((await owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'starting');
-    const pending = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data[0];
+    suite.ctx.clock.set(at(11, 0));
+    await suite.ctx.app.jobs.drain();
+    assert.equal((await suite.owner.call('GET', `/api/machines/${machine.id}`)).json().status, 'starting');
+    const pending = (await suite.owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data[0];
     assert.equal(pending.status, 'pending');
     assert.deepEqual(await events(), []);
 
-    await finishBoot(ctx);
+    await finishBoot(suite.ctx);
     const [started, succeeded, stopped, ...rest] = await events();
-    assertMachineEvent(started, 'machine.started', machine, 'running', {}, ctx.clock.now());
-    assertRunEvent(succeeded, 'run.succeeded', { id: pending.id, source: 'schedule', sourceId: schedule.id, status: 'succeeded', output: 'backup --all' }, machine, ctx.clock.now());
-    assertMachineEvent(stopped, 'machine.stopped', machine, 'stopped', { reason: 'after schedule nightly backup' }, ctx.clock.now());
+    assertMachineEvent(started, 'machine.started', machine, 'running', {}, suite.ctx.clock.now());
+    assertRunEvent(succeeded, 'run.succeeded', { id: pending.id, source: 'schedule', sourceId: schedule.id, status: 'succeeded', output: 'backup --all' }, machine, suite.ctx.clock.now());
+    assertMachineEvent(stopped, 'machine.stopped', machine, 'stopped', { reason: 'after schedule nightly backup' }, suite.ctx.clock.now());
     assert.deepEqual(rest, []);
-    await owner.call('DELETE', `/api/schedules/${schedule.id}`);
+    await suite.owner.call('DELETE', `/api/schedules/${schedule.id}`);
   });
 
   test("a schedule whose machine cannot boot fails its run (machine.error, then run.failed); a destroyed machine's schedules go with it", async () => {
-    ctx.clock.set(START);
-    const machine = await createMachine(owner, { name: 'broken', labels: { simulate: 'boot-failure' } });
-    await finishBoot(ctx);
-    const schedule = (await owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'doomed', cron: '30 10 * * *', command: 'work' })).json();
-    const events = eventCursor(ctx, owner);
+    suite.ctx.clock.set(START);
+    const machine = await createMachine(suite.owner, { name: 'broken', labels: { simulate: 'boot-failure' } });
+    await finishBoot(suite.ctx);
+    const schedule = (await suite.owner.call('POST', '/api/schedules', { machineId: machine.id, name: 'doomed', cron: '30 10 * * *', command: 'work' })).json();
+    const events = eventCursor(suite.ctx, suite.owner);
     await events();
-    ctx.clock.set(at(10, 30));
-    await ctx.app.jobs.drain();
-    await finishBoot(ctx);
+    suite.ctx.clock.set(at(10, 30));
+    await suite.ctx.app.jobs.drain();
+    await finishBoot(suite.ctx);
     const [error, failedRun, ...rest] = await events();
-    const run = (await owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data[0];
-    assertRunEvent(failedRun, 'run.failed', { id: run.id, source: 'schedule', sourceId: schedule.id, status: 'failed', output: 'The machine failed (boot-failure) before the run could start.' }, machine, ctx.clock.now());
-    assertMachineEvent(error, 'machine.error', machine, 'error', { reason: 'boot-failure', message: 'The machine failed to boot.' }, ctx.clock.now());
+    const run = (await suite.owner.call('GET', `/api/machines/${machine.id}/runs`)).json().data[0];
+    assertRunEvent(failedRun, 'run.failed', { id: run.id, source: 'schedule', sourceId: schedule.id, status: 'failed', output: 'The machine failed (boot-failure) before the run could start.' }, machine, suite.ctx.clock.now());
+    assertMachineEvent(error, 'machine.error', machine, 'error', { reason: 'boot-failure', message: 'The machine failed to boot.' }, suite.ctx.clock.now());
     assert.deepEqual(rest, []);
 
-    await owner.call('DELETE', `/api/machines/${machine.id}`);
-    assert.equal((await owner.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
+    await suite.owner.call('DELETE', `/api/machines/${machine.id}`);
+    assert.equal((await suite.owner.call('GET', `/api/schedules/${schedule.id}`)).statusCode, 404);
   });
 });

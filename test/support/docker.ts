@@ -1,8 +1,10 @@
+import { strict as assert } from 'node:assert';
 import { execFileSync } from 'node:child_process';
 import Docker from 'dockerode';
 import { createTestApp, type TestAppOptions, type TestContext } from './app.ts';
-import { newOwner, type Owner } from './machines.ts';
+import { newOwner, type CreatedMachine, type Owner } from './machines.ts';
 import { eventually } from './receiver.ts';
+import { listeningSuiteHooks, suiteHooks, type ListeningSuite, type Suite } from './suite.ts';
 import { startDnsServer, type DnsAnswer, type DnsServer } from './dns-server.ts';
 import { DEFAULT_MACHINE_IMAGE } from '../../src/config.ts';
 import { MACHINE_ID_LABEL } from '../../src/providers/docker/container-spec.ts';
@@ -119,9 +121,27 @@ export async function startDockerApp(options: TestAppOptions = {}): Promise<Dock
   };
 }
 
+/** Registers a describe block's hooks: the app on the Docker provider and its owner, in the returned suite once the block starts. */
+export function dockerSuite(options: TestAppOptions = {}): Suite {
+  return suiteHooks(() => startDockerApp(options));
+}
+
+/** As dockerSuite, with the app listening at `base` for MCP clients, which go in `clients` to be closed before the app. */
+export function listeningDockerSuite(options: TestAppOptions = {}): ListeningSuite {
+  return listeningSuiteHooks(() => startDockerApp(options));
+}
+
 /** Waits for a machine to reach a status. */
 export function untilStatus(owner: Owner, machineId: string, status: string, timeoutMs = 60_000): Promise<true> {
   return eventually(async () => ((await owner.call('GET', `/api/machines/${machineId}`)).json().status === status ? true : undefined), timeoutMs, `machine ${machineId} ${status}`);
+}
+
+/** Creates a machine and waits until it runs on the engine. */
+export async function runningDockerMachine(owner: Owner, body: Record<string, unknown>, timeoutMs?: number): Promise<CreatedMachine> {
+  const created = await owner.call('POST', '/api/machines', body);
+  assert.equal(created.statusCode, 201, created.body);
+  await untilStatus(owner, created.json().id, 'running', timeoutMs);
+  return created.json();
 }
 
 export type FinishedRun = Record<string, unknown> & { id: string; status: string; exitCode: number | null; stdout: string | null; stderr: string | null; output: string | null; timedOut: boolean };

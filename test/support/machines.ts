@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { createHmac } from 'node:crypto';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { asBearer, createApiKey, createTestApp, registerUser, type TestAppOptions, type TestContext, type TestUser } from './app.ts';
+import { listeningSuiteHooks, suiteHooks, type ListeningSuite, type StartedApp, type Suite } from './suite.ts';
 
 export const BOOT_MS = 1000;
 
@@ -28,6 +29,21 @@ export async function newOwner(ctx: TestContext): Promise<Owner> {
     call: (method, url, payload) =>
       ctx.app.inject({ method, url, headers: asBearer(key), ...(payload === undefined ? {} : { payload: payload as object }) }),
   };
+}
+
+async function startMachineApp(options: TestAppOptions): Promise<StartedApp> {
+  const ctx = await createMachineTestApp(options);
+  return { ctx, owner: await newOwner(ctx), close: () => ctx.close() };
+}
+
+/** Registers a describe block's hooks: a machine test app and its owner, in the returned suite once the block starts. */
+export function machineSuite(options: TestAppOptions = {}): Suite {
+  return suiteHooks(() => startMachineApp(options));
+}
+
+/** As machineSuite, with the app listening at `base` for MCP clients, which go in `clients` to be closed before the app. */
+export function listeningMachineSuite(options: TestAppOptions = {}): ListeningSuite {
+  return listeningSuiteHooks(() => startMachineApp(options));
 }
 
 export interface CreatedMachine {
