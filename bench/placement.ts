@@ -6,7 +6,7 @@
 // three hosts' p50 within the noise of the one host's (placement is a lock and two counts in the create's transaction).
 import { ms, verdict, waysReport } from './machines-bench.ts';
 import { percentile, postgresSchema, sleep, startChild, type Child } from './support.ts';
-import { startTestEngine, stopTestEngine, type TestEngine } from '../test/support/engines.ts';
+import { startTestEngines, stopTestEngine, type TestEngine } from '../test/support/engines.ts';
 
 const ROUNDS = Number(process.env.BENCH_PLACEMENT_BOOTS ?? 20);
 const POLL_MS = 10;
@@ -67,7 +67,7 @@ async function serviceOver(engines: TestEngine[], databaseUrl: string | undefine
 
 /** Measures and prints; answers the rows of bench/machines.ts's summary table. */
 export async function placementFigures(databaseUrl: string | undefined): Promise<string[]> {
-  const engines = await Promise.all([1, 2, 3].map((n) => startTestEngine(n)));
+  const engines = await startTestEngines([1, 2, 3]);
   const services: Array<Awaited<ReturnType<typeof serviceOver>>> = [];
   try {
     const one = await serviceOver(engines.slice(0, 1), databaseUrl);

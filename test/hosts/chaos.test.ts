@@ -12,7 +12,7 @@ import { INTERRUPTED_RUN_OUTPUT } from '../../src/runs/runs.service.ts';
 import { card } from '../billing/helpers.ts';
 import { freshDatabase, onPostgres, urlWithSchema, type TestDatabase } from '../support/database.ts';
 import { DOCKER_TEST_ENV, dockerUnavailable } from '../support/docker.ts';
-import { startTestEngine, stopTestEngine, type TestEngine } from '../support/engines.ts';
+import { startTestEngines, stopTestEngine, type TestEngine } from '../support/engines.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 
 const skip = !onPostgres ? 'PostgreSQL only: two service processes share one database (DATABASE_URL=postgres://…)' : await dockerUnavailable();
@@ -65,7 +65,7 @@ describe('chaos: a host killed and started again under two service processes', {
 
   before(async () => {
     const dir = await mkdtemp(join(tmpdir(), 'hosts-chaos-'));
-    [engines, database] = await Promise.all([Promise.all([6, 7, 8].map((n) => startTestEngine(n))), freshDatabase()]);
+    [engines, database] = await Promise.all([startTestEngines([6, 7, 8]), freshDatabase()]);
     db = connectDatabase(database.url, { schema: database.schema! }).db;
     mark('engines up');
     const env = {

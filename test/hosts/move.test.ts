@@ -14,7 +14,7 @@ import { MACHINE_ID_LABEL } from '../../src/providers/docker/container-spec.ts';
 import { asBearer, type TestContext } from '../support/app.ts';
 import { freshDatabase, urlWithSchema, type TestDatabase } from '../support/database.ts';
 import { dockerUnavailable, runToEnd, startDockerApp, type DockerApp } from '../support/docker.ts';
-import { startTestEngine, stopTestEngine, type TestEngine } from '../support/engines.ts';
+import { startTestEngines, stopTestEngine, type TestEngine } from '../support/engines.ts';
 import { eventsOf, type Owner } from '../support/machines.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -44,7 +44,7 @@ describe('moving machines off a draining host', { skip, timeout: 1_500_000 }, ()
   let hostsEnv: Record<string, string>;
 
   before(async () => {
-    engines = [await startTestEngine(4), await startTestEngine(5)];
+    engines = (await startTestEngines([4, 5])) as [TestEngine, TestEngine];
     database = await freshDatabase(join(await mkdtemp(join(tmpdir(), 'move-')), 'service.db'));
     hostsEnv = {
       MACHINE_HOSTS: engines.map((engine) => `${engine.name}=${engine.address}`).join(','),

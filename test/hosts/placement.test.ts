@@ -4,7 +4,7 @@ import { MACHINE_ID_LABEL } from '../../src/providers/docker/container-spec.ts';
 import { dockerUnavailable, runToEnd, startDockerApp, untilStatus, type DockerApp } from '../support/docker.ts';
 import { eventsOf } from '../support/machines.ts';
 import { eventually } from '../support/receiver.ts';
-import { startTestEngine, stopTestEngine, type TestEngine } from '../support/engines.ts';
+import { startTestEngines, stopTestEngine, type TestEngine } from '../support/engines.ts';
 
 const skip = await dockerUnavailable();
 
@@ -20,7 +20,7 @@ describe('placement over three hosts', { skip, timeout: 900_000 }, () => {
   let docker: DockerApp;
 
   before(async () => {
-    engines = await Promise.all([1, 2, 3].map((n) => startTestEngine(n)));
+    engines = await startTestEngines([1, 2, 3]);
     docker = await startDockerApp({
       env: {
         MACHINE_HOSTS: engines.map((engine) => `${engine.name}=${engine.address}`).join(','),

@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
@@ -59,7 +59,24 @@ async function makeNamespace(n: number): Promise<void> {
   );
 }
 
-/** One engine in its namespace; its daemon's output goes to <root>/dockerd.log. */
+/**
+ * A daemon killed leaves its pid file, and dockerd refuses to start while the process that file names exists: by
+ * the next start (the next test run, say) that number may be another process's (a kernel thread was seen). The
+ * file goes, and a daemon still running on it (left by a run that crashed) is killed first.
+ */
+async function clearPidFile(file: string): Promise<void> {
+  const pid = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+  if (Number.isInteger(pid) && pid > 0) {
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.split('\0').includes(`--pidfile=${file}`)) {
+      process.kill(pid, 'SIGKILL');
+      for (let waited = 0; waited < 5000 && (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')) !== ''; waited += 100) await sleep(100);
+    }
+  }
+  await rm(file, { force: true });
+}
+
+/** One engine in its namespace, the machine image copied into it. */
 export async function startTestEngine(n: number): Promise<TestEngine> {
   const name = `mp-host${n}`;
   const runDir = `/run/${name}`;
@@ -73,6 +90,7 @@ export async function startTestEngine(n: number): Promise<TestEngine> {
 
   const start = async () => {
     await rm(`${runDir}/docker.sock`, { force: true });
+    await clearPidFile(`${runDir}/dockerd.pid`);
     // nsenter, not `ip netns exec`: the latter mounts a sysfs of its own, without the cgroup file system dockerd needs.
     daemon = spawn(
       'nsenter',
@@ -139,4 +157,13 @@ export async function stopTestEngine(engine: TestEngine): Promise<void> {
   }
   await engine.kill();
   await sh(`pkill -f '[c]ontainerd --config /run/${engine.name}/' 2>/dev/null; ip netns del ${engine.name} 2>/dev/null; ip link del mp-h${engine.n} 2>/dev/null; true`);
+}
+
+/** Engines numbered `numbers`, started side by side; when one cannot start, those that did are stopped before the error. */
+export async function startTestEngines(numbers: readonly number[]): Promise<TestEngine[]> {
+  const started = await Promise.allSettled(numbers.map((n) => startTestEngine(n)));
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed === undefined) return started.map((result) => (result as PromiseFulfilledResult<TestEngine>).value);
+  await Promise.all(started.flatMap((result) => (result.status === 'fulfilled' ? [stopTestEngine(result.value)] : [])));
+  throw failed.reason;
 }
