@@ -1,4 +1,5 @@
 import websocket from '@fastify/websocket';
+import type { RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { DEFAULT_TOOL_WAIT, type ToolWaitOptions } from '../mcp/tools.ts';
 import { deleteExpiredLiveViews } from './live-views.repository.ts';
@@ -25,8 +26,18 @@ export const machineAccessPlugin = fp<{ toolWait?: Partial<ToolWaitOptions>; ter
 
     if (deps.config.role === 'worker') return;
     const toolWait = Object.freeze({ ...DEFAULT_TOOL_WAIT, ...options.toolWait });
-    // WebSockets: live views' streams, control of a screen, terminals.
+    // WebSockets: live views' streams, control of a screen, terminals. @fastify/websocket wraps the handler of every
+    // route registered after it, so that a request asking to upgrade is taken as a WebSocket handshake wherever it
+    // goes (an unknown path's 404 answered "Missing or invalid Sec-WebSocket-Key header" as text/html). Routes that
+    // are no WebSocket keep their own handler: they answer such a request as any other, and the connection closes
+    // after it (refused-upgrades.ts).
+    const plainHandlers = new WeakMap<object, RouteOptions['handler']>();
+    app.addHook('onRoute', (route) => void (route.websocket ? undefined : plainHandlers.set(route, route.handler)));
     await app.register(websocket, { options: { maxPayload: 1024 * 1024 } });
+    app.addHook('onRoute', (route) => {
+      const plain = plainHandlers.get(route);
+      if (plain !== undefined) route.handler = plain;
+    });
     await app.register(liveViewRoutes);
     await app.register(terminalRoutes, options.terminalGraceMs !== undefined ? { graceMs: options.terminalGraceMs } : {});
     await app.register(machineAccessRoutes);

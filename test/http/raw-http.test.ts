@@ -48,6 +48,9 @@ describe('answers written before a request exists are problem+json too', () => {
     const upgrade = 'Connection: upgrade\r\nUpgrade: websocket\r\n';
     assertRawProblem(await exchange(port, `GET /api/me HTTP/1.1\r\nHost: localhost\r\n${upgrade}\r\n`), 401, 'unauthenticated');
     assertRawProblem(await exchange(port, `OPTIONS http://[::1/x HTTP/1.1\r\nHost: localhost\r\n${upgrade}\r\n`), 400, 'invalid_request');
+    // Regression: a route registered after @fastify/websocket took any upgrade request as a WebSocket handshake, and
+    // an unknown path's 404 came as ws's text/html "Missing or invalid Sec-WebSocket-Key header" (the fuzz test).
+    assertRawProblem(await exchange(port, `GET /api/nothing-here HTTP/1.1\r\nHost: localhost\r\n${upgrade}\r\n`), 404, 'not_found');
     const healthy = await exchange(port, `GET /healthz HTTP/1.1\r\nHost: localhost\r\n${upgrade}\r\n`);
     assert.equal(healthy.status, 200);
     assert.equal(healthy.headers.connection, 'close');

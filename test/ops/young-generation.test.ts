@@ -23,6 +23,7 @@ test('V8 still has the young generation growth flag, and it keeps the young gene
   const held = youngGenerationAfterStartUp(true);
   assert.ok(grown >= 16, `without the flag the young generation grows (${grown} MB)`);
   // Its starting size is 1–2 MB; scavenges under way as the flag lands may leave it a few steps more on a loaded box
-  // (5.5 and 9.7 MB seen, against 67 MB without): what holds is that it stays a fraction of what it grows to without.
-  assert.ok(held * 4 <= grown, `with it, it stays near its starting size (${held} MB, against ${grown} MB without)`);
+  // (5.5, 9.7 and 19.4 MB seen in CI, against 67 MB without): what holds is that it stays well under what it grows
+  // to without. A V8 that ignored the flag would grow it the same both ways.
+  assert.ok(held * 2 <= grown, `with it, it stays well under its size without (${held} MB, against ${grown} MB without)`);
 });
